@@ -1,0 +1,23 @@
+# peco_mm: the two commands a user needs, `make demo` and `make test`; both install on first use.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+# xdist workers for the test suite (2 cores here); `make test PYTEST_WORKERS=0` runs serially
+PYTEST_WORKERS ?= 2
+WORK_DIR ?= work_dirs/demo
+
+.PHONY: install test demo lint clean
+
+install:
+	@bash tools/install.sh
+
+test: install
+	$(PY) -m pytest tests -q -n $(PYTEST_WORKERS) --durations=15
+
+demo: install
+	$(PY) tools/demo.py --work-dir $(WORK_DIR)
+
+lint: install
+	$(PY) -m flake8 peco_mm tools tests configs
+
+clean:
+	rm -rf work_dirs .pytest_cache

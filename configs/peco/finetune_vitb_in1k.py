@@ -1,0 +1,48 @@
+# PeCo ViT-B/16 ImageNet-1K fine-tuning (paper Sec. 4.1): 100 epochs, 20 warm-up epochs to
+# lr 4e-3, cosine to 0, layer decay 0.65, drop path 0.1, average pooling.
+# BEiT's fine-tuning recipe from mmpretrain (RandAugment, RandomErasing 0.25, Mixup 0.8,
+# CutMix 1.0, label smoothing 0.1) with PeCoViT as the backbone.
+#
+# Batch: the paper gives no fine-tuning batch; we use BEiT's 1024 = 8 GPUs x 128, at which
+# lr 4e-3 is stated. `--auto-scale-lr`-style scaling is linear in the batch (auto_scale_lr).
+#
+#   tools/dist_train.sh configs/peco/finetune_vitb_in1k.py 8 \
+#       --cfg-options model.backbone.init_cfg.checkpoint=PRETRAIN.pth
+_base_ = 'mmpretrain::beit/benchmarks/beit-base-p16_8xb128-coslr-100e_in1k.py'
+custom_imports = dict(imports=['peco_mm'], allow_failed_imports=False)
+
+data_root = 'data/imagenet'  # DATA_ROOT/{train,val}/<class>/*.JPEG (+ meta/*.txt)
+pretrained = 'work_dirs/pretrain_vitb_in1k_800e/epoch_800.pth'  # PeCo, converted or published
+
+model = dict(
+    backbone=dict(
+        _delete_=True,
+        type='PeCoViT',
+        arch='base',
+        img_size=224,
+        patch_size=16,
+        qkv_bias='qv',
+        use_abs_pos_emb=False,
+        rel_pos_bias='per_block',  # the pretraining's shared table is copied into each block
+        layer_scale_init_value=0.1,
+        drop_path_rate=0.1,
+        out_type='avg_featmap',
+        final_norm=False,  # global average pooling + fc_norm
+        init_cfg=dict(type='Pretrained', checkpoint=pretrained, prefix='backbone.')))
+
+train_dataloader = dict(dataset=dict(data_root=data_root))
+val_dataloader = dict(dataset=dict(data_root=data_root))
+test_dataloader = val_dataloader
+
+optim_wrapper = dict(
+    constructor='LayerDecayOptimWrapperConstructor',
+    # norms, biases, tokens, position tables and layer scales get no weight decay
+    paramwise_cfg=dict(_delete_=True, layer_decay_rate=0.65))
+
+# the paper decays to 0 (mmpretrain's BEiT recipe stops at 1e-6)
+param_scheduler = [
+    dict(type='LinearLR', start_factor=1e-4, by_epoch=True, begin=0, end=20,
+         convert_to_iter_based=True),
+    dict(type='CosineAnnealingLR', by_epoch=True, begin=20, end=100, eta_min=0.0,
+         convert_to_iter_based=True),
+]

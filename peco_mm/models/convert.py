@@ -1,0 +1,515 @@
+"""Checkpoint conversion into `PeCoViT` weights (issue 2, section 5).
+
+PeCo initialises and evaluates ViTs from many sources: BEiT / PeCo release files, timm ViT and
+BEiT, MAE, MoCo v3 (the perceptual network of the tokenizer, Sec. 3.2 of the paper), DINO,
+mmpretrain and our own mmengine checkpoints. This module reads each layout, renames its
+backbone weights to PeCoViT's (timm / unilm BEiT style) names, drops what is not backbone
+(heads, decoders, projectors, predictors, BEiT's lm_head, index buffers), infers the PeCoViT
+arguments that match the weights, and optionally expands a shared relative-position table into
+per-block tables and resizes the position tables to another image size.
+
+    sd, kwargs = convert_state_dict(torch.load(path, weights_only=True))
+    model = PeCoViT(**kwargs); model.load_state_dict(sd)
+
+`tools/convert_checkpoint.py` is the command-line front end.
+"""
+from __future__ import annotations
+
+import copy
+import math
+import os
+import pickle
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from ..layers import resize_pos_embed, resize_rel_pos_table
+
+FORMATS = ('peco_mm', 'unilm_beit', 'timm_vit', 'timm_beit', 'mae', 'mocov3', 'dino',
+           'mmpretrain')
+# layer-scale value written into the inferred arguments; the checkpoint's gammas replace it
+DEFAULT_LAYER_SCALE = 0.1
+REL_TABLE = 'relative_position_bias_table'
+_WRAPPERS = ('state_dict', 'model', 'module', 'teacher', 'student', 'state_dict_ema',
+             'model_ema')
+
+
+@dataclass
+class Conversion:
+    """Everything one conversion produced: weights, matching PeCoViT arguments, and a report."""
+    state_dict: dict[str, torch.Tensor]
+    kwargs: dict
+    fmt: str
+    source: str  # where in the file the backbone was found, e.g. "ckpt['model']"
+    dropped: dict[str, str] = field(default_factory=dict)  # source key -> reason
+    unrecognised: list[str] = field(default_factory=list)  # source keys we cannot map
+    notes: list[str] = field(default_factory=list)
+
+
+# ---- step 1: find the format -----------------------------------------------------------------
+def detect_format(ckpt: dict) -> str:
+    """Name the layout of what `torch.load` returned; one of `FORMATS`.
+
+    Raises ValueError listing the top-level keys (and a few inner keys) when no layout fits.
+    """
+    if not isinstance(ckpt, dict) or not ckpt:
+        raise ValueError(f'expected a checkpoint dict, got {type(ckpt).__name__}'
+                         f'{" (empty)" if isinstance(ckpt, dict) else ""}')
+    if _is_state_dict(ckpt.get('teacher')) or _is_state_dict(ckpt.get('student')):
+        return 'dino'
+    if _is_state_dict(ckpt.get('model')):
+        inner = _strip(ckpt['model'], 'module.')
+        if _looks_beit(inner):
+            return 'unilm_beit'
+        if _looks_timm(inner):
+            return 'mae'
+        fmt = _classify_names(inner)
+        if fmt:
+            return fmt
+    if _is_state_dict(ckpt.get('state_dict')):
+        fmt = _classify_names(_strip(ckpt['state_dict'], 'module.'))
+        if fmt:
+            return fmt
+    if _is_state_dict(ckpt):
+        fmt = _classify_names(_strip(ckpt, 'module.'))
+        if fmt:
+            return fmt
+    raise ValueError(_unknown_format_message(ckpt))
+
+
+def _classify_names(sd: dict) -> str | None:
+    keys = list(sd)
+    pe = sd.get('pos_embed')
+    cls_slot = pe is None or pe.ndim != 3 or math.isqrt(pe.shape[1]) ** 2 != pe.shape[1]
+    if cls_slot and all(_PECOVIT_NAMES.match(k) or k.startswith('pyramid.') for k in keys):
+        return 'peco_mm'  # already PeCoViT's names (e.g. a tools/convert_checkpoint.py file)
+    if any(k.startswith('base_encoder.') for k in keys):
+        return 'mocov3'
+    if any(k.startswith(('backbone.layers.', 'backbone.patch_embed.projection.')) for k in keys):
+        return 'mmpretrain'
+    if any(k.startswith(('backbone.blocks.', 'backbone.patch_embed.proj.')) for k in keys):
+        return 'peco_mm'
+    if any(k.startswith('layers.') for k in keys) and 'patch_embed.projection.weight' in sd:
+        return 'mmpretrain'  # a bare mmpretrain backbone
+    if any(re.match(r'blocks\.\d+\.rel_pos_bias\.', k) for k in keys):
+        return 'peco_mm'  # a bare PeCoViT (per-block tables live outside attn)
+    if _looks_beit(sd):
+        return 'timm_beit'
+    if _looks_timm(sd):
+        return 'timm_vit'
+    return None
+
+
+def _looks_timm(sd: dict) -> bool:
+    return 'patch_embed.proj.weight' in sd and any(
+        re.match(r'blocks\.\d+\.attn\.qkv\.weight$', k) for k in sd)
+
+
+def _looks_beit(sd: dict) -> bool:
+    return _looks_timm(sd) and any(
+        k.endswith(('attn.q_bias', REL_TABLE, '.gamma_1')) or k.startswith('lm_head.')
+        for k in sd)
+
+
+def _unknown_format_message(ckpt: dict) -> str:
+    top = list(ckpt)
+    msg = (f'unknown checkpoint format: top-level keys {top[:20]}'
+           f'{" ..." if len(top) > 20 else ""}')
+    for name in _WRAPPERS:
+        if isinstance(ckpt.get(name), dict):
+            msg += f"; sample keys of ckpt['{name}']: {list(ckpt[name])[:8]}"
+    return msg + (f'. Expected one of {FORMATS}: timm / MAE / DINO / BEiT names '
+                  "(patch_embed.proj, blocks.N.attn.qkv), MoCo v3 'module.base_encoder.*', "
+                  "mmpretrain / peco_mm 'backbone.*'; pass the format explicitly if it is "
+                  'one of these under another wrapper key')
+
+
+# ---- step 2: take the backbone out of the file layout ----------------------------------------
+def extract_backbone(ckpt: dict, fmt: str) -> tuple[dict, str, dict[str, str]]:
+    """Return (backbone state dict with the format's own names, where it was, dropped keys)."""
+    if fmt not in FORMATS:
+        raise ValueError(f'format={fmt!r}; allowed: {FORMATS}')
+    dropped: dict[str, str] = {}
+    if fmt == 'dino':
+        side = 'teacher' if _is_state_dict(ckpt.get('teacher')) else (
+            'student' if _is_state_dict(ckpt.get('student')) else None)
+        if side is None:  # a released DINO backbone: plain timm names
+            sd, where = _inner(ckpt)
+            return _strip(sd, 'module.'), where, dropped
+        if side == 'teacher' and _is_state_dict(ckpt.get('student')):
+            dropped.update({f'student.{k}': 'DINO student (the teacher is used)'
+                            for k in ckpt['student']})
+        sd = _strip(ckpt[side], 'module.')
+        return _select(sd, 'backbone.', dropped, 'DINO head / not backbone'), \
+            f"ckpt['{side}']['backbone.*']", dropped
+    if fmt == 'mocov3':
+        sd, where = _inner(ckpt)
+        sd = _strip(sd, 'module.')
+        return _select(sd, 'base_encoder.', dropped, 'MoCo v3 momentum encoder / predictor'), \
+            f"{where}['module.base_encoder.*']", dropped
+    if fmt in ('mmpretrain', 'peco_mm'):
+        sd, where = _inner(ckpt)
+        sd = _strip(sd, 'module.')
+        if any(k.startswith('backbone.') for k in sd):
+            sd = _select(sd, 'backbone.', dropped, 'not backbone (head / neck / tokenizer)')
+            where += "['backbone.*']"
+        return sd, where, dropped
+    sd, where = _inner(ckpt)  # timm_vit, timm_beit, mae, unilm_beit
+    return _strip(sd, 'module.'), where, dropped
+
+
+def _inner(ckpt: dict) -> tuple[dict, str]:
+    for name in ('state_dict', 'model', 'module'):
+        if _is_state_dict(ckpt.get(name)):
+            return ckpt[name], f"ckpt['{name}']"
+    if _is_state_dict(ckpt):
+        return ckpt, 'ckpt'
+    raise ValueError(_unknown_format_message(ckpt))
+
+
+def _select(sd: dict, prefix: str, dropped: dict, reason: str) -> dict:
+    out = {}
+    for k, v in sd.items():
+        if k.startswith(prefix):
+            out[k[len(prefix):]] = v
+        else:
+            dropped[k] = reason
+    return out
+
+
+# ---- step 3: rename to PeCoViT names ---------------------------------------------------------
+# (pattern on the source name, replacement) for mmpretrain's VisionTransformer / BEiTViT
+_MMPRETRAIN_RENAMES: list[tuple[str, str]] = [
+    (r'^patch_embed\.projection\.', 'patch_embed.proj.'),
+    (r'^layers\.(\d+)\.ln1\.', r'blocks.\1.norm1.'),
+    (r'^layers\.(\d+)\.ln2\.', r'blocks.\1.norm2.'),
+    (r'^layers\.(\d+)\.attn\.gamma1\.weight$', r'blocks.\1.gamma_1'),
+    (r'^layers\.(\d+)\.ffn\.gamma2\.weight$', r'blocks.\1.gamma_2'),
+    (r'^layers\.(\d+)\.ffn\.layers\.0\.0\.', r'blocks.\1.mlp.fc1.'),
+    (r'^layers\.(\d+)\.ffn\.layers\.1\.', r'blocks.\1.mlp.fc2.'),
+    (r'^layers\.(\d+)\.attn\.relative_position_bias_table$',
+     r'blocks.\1.rel_pos_bias.relative_position_bias_table'),
+    (r'^layers\.(\d+)\.', r'blocks.\1.'),  # attn.qkv/proj/q_bias/v_bias, gamma_1/gamma_2
+    (r'^ln1\.', 'norm.'),
+    (r'^ln2\.', 'fc_norm.'),
+]
+# timm ViT / BEiT / MAE / MoCo v3 / DINO / unilm BEiT -> PeCoViT
+_TIMM_RENAMES: list[tuple[str, str]] = [
+    (r'^blocks\.(\d+)\.ls1\.gamma$', r'blocks.\1.gamma_1'),
+    (r'^blocks\.(\d+)\.ls2\.gamma$', r'blocks.\1.gamma_2'),
+    (r'^blocks\.(\d+)\.attn\.relative_position_bias_table$',
+     r'blocks.\1.rel_pos_bias.relative_position_bias_table'),
+]
+# source names that are not backbone weights, with the reason printed for them
+_DROP_RULES: list[tuple[str, str]] = [
+    (r'relative_position_index$', 'index buffer (rebuilt by PeCoViT)'),
+    (r'^(head|head_dist|attn_pool|pre_logits)\.', 'classification head'),
+    (r'^lm_head\.', 'BEiT MIM head (lm_head)'),
+    (r'^cls_pt_layers\.', 'BEiT v2 patch-aggregation pretraining layers'),
+    (r'^decoder_|^decoder\.', 'MAE decoder'),
+    (r'^(predictor|projector|momentum_encoder)\.', 'MoCo / BYOL projector or predictor'),
+    (r'^pyramid\.', 'PeCoViT pyramid adapter (task-specific)'),
+]
+# every name PeCoViT may hold; anything else is reported as unrecognised
+_PECOVIT_NAMES = re.compile(
+    r'^(cls_token|mask_token|pos_embed|patch_embed\.proj\.(weight|bias)'
+    r'|rel_pos_bias\.relative_position_bias_table|(norm|fc_norm)\.(weight|bias)'
+    r'|blocks\.\d+\.(norm1\.(weight|bias)|norm2\.(weight|bias)|attn\.qkv\.(weight|bias)'
+    r'|attn\.(q_bias|v_bias)|attn\.proj\.(weight|bias)|mlp\.fc[12]\.(weight|bias)'
+    r'|gamma_1|gamma_2|rel_pos_bias\.relative_position_bias_table))$')
+
+
+def rename_to_pecovit(sd: dict, fmt: str, dropped: dict[str, str]
+                      ) -> tuple[dict[str, torch.Tensor], list[str]]:
+    """Map a backbone state dict to PeCoViT names; return (renamed, unrecognised keys)."""
+    renames = _MMPRETRAIN_RENAMES if fmt == 'mmpretrain' else _TIMM_RENAMES
+    out: dict[str, torch.Tensor] = {}
+    unrecognised = []
+    for key, value in sd.items():
+        reason = next((r for pat, r in _DROP_RULES if re.search(pat, key)), None)
+        if reason is None and key == 'mask_token' and fmt == 'mae':
+            reason = 'MAE decoder mask token'
+        if reason is not None:
+            dropped[key] = reason
+            continue
+        if not torch.is_tensor(value):
+            unrecognised.append(key)
+            continue
+        new = key
+        for pat, rep in renames:
+            new, n = re.subn(pat, rep, new)
+            if n:
+                break
+        if not _PECOVIT_NAMES.match(new):
+            unrecognised.append(key)
+            continue
+        out[new] = value
+    return out, unrecognised
+
+
+# ---- step 4: infer the PeCoViT arguments, adapt tables ---------------------------------------
+def infer_pecovit_kwargs(sd: dict, img_size: int | tuple[int, int] | None = None
+                         ) -> tuple[dict, list[str]]:
+    """PeCoViT arguments matching a PeCoViT-named state dict; also notes on what was guessed."""
+    notes = []
+    if 'patch_embed.proj.weight' not in sd:
+        raise ValueError('no patch embedding found (patch_embed.proj.weight after renaming); '
+                         f'keys: {list(sd)[:12]}')
+    w = sd['patch_embed.proj.weight']  # (C, in_ch, p, p)
+    if w.ndim != 4 or w.shape[-1] != w.shape[-2]:
+        raise ValueError(f'patch_embed.proj.weight has shape {tuple(w.shape)}; expected a '
+                         'square (C, in_channels, p, p) convolution')
+    embed_dims, in_channels, patch_size = w.shape[0], w.shape[1], w.shape[-1]
+    block_ids = {int(m.group(1)) for k in sd if (m := re.match(r'blocks\.(\d+)\.', k))}
+    if not block_ids:
+        raise ValueError('no transformer blocks found (blocks.N.* after renaming)')
+    num_layers = max(block_ids) + 1
+    if 'cls_token' not in sd:
+        raise ValueError('the checkpoint has no cls_token; PeCoViT always has one '
+                         '(class_token=False / register-token models are not supported)')
+    if any(k.startswith('blocks.0.mlp.fc1.') for k in sd):
+        mlp_ratio = sd['blocks.0.mlp.fc1.weight'].shape[0] / embed_dims
+    else:
+        raise ValueError('blocks.0.mlp.fc1.weight missing after renaming')
+    tables = [k for k in sd if k.endswith(REL_TABLE)]
+    if tables:
+        num_heads = sd[tables[0]].shape[1]  # exact: one bias column per head
+    else:
+        num_heads = max(embed_dims // 64, 1)
+        notes.append(f'num_heads={num_heads} is a guess (embed_dims // 64): the weights do '
+                     'not record it; override it if the source model used another value')
+    if 'rel_pos_bias.' + REL_TABLE in sd:
+        rel_pos_bias = 'shared'
+    elif tables:
+        rel_pos_bias = 'per_block'
+    else:
+        rel_pos_bias = 'none'
+    if 'blocks.0.attn.q_bias' in sd:
+        qkv_bias = 'qv'
+    elif 'blocks.0.attn.qkv.bias' in sd:
+        qkv_bias = 'qkv'
+    else:
+        qkv_bias = 'none'
+    src_grid = _source_grid(sd)
+    if img_size is None:
+        if src_grid is None:
+            img_size = 224
+            notes.append('img_size=224 assumed: no position table records the grid')
+        else:
+            img_size = (src_grid[0] * patch_size, src_grid[1] * patch_size)
+    img_size = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
+    final_norm = 'norm.weight' in sd
+    kwargs = dict(
+        arch=dict(embed_dims=int(embed_dims), num_layers=num_layers, num_heads=int(num_heads),
+                  mlp_ratio=float(mlp_ratio)),
+        img_size=img_size[0] if img_size[0] == img_size[1] else img_size,
+        patch_size=int(patch_size),
+        qkv_bias=qkv_bias,
+        use_abs_pos_emb='pos_embed' in sd,
+        rel_pos_bias=rel_pos_bias,
+        layer_scale_init_value=DEFAULT_LAYER_SCALE if 'blocks.0.gamma_1' in sd else 0.0,
+        final_norm=final_norm,
+    )
+    if 'fc_norm.weight' in sd:
+        kwargs['out_type'] = 'avg_featmap'  # fc_norm exists only for pooled outputs
+    if 'mask_token' in sd:
+        kwargs['use_mask_token'] = True
+    if in_channels != 3:
+        kwargs['in_channels'] = int(in_channels)
+    return kwargs, notes
+
+
+def _source_grid(sd: dict) -> tuple[int, int] | None:
+    if 'pos_embed' in sd:
+        return _square_grid(sd['pos_embed'].shape[1] - 1, 'pos_embed')
+    for k in sd:
+        if k.endswith(REL_TABLE):
+            rows = sd[k].shape[0] - 3
+            side = (math.isqrt(rows) + 1) // 2
+            if (2 * side - 1) ** 2 != rows:
+                raise ValueError(f'{k} has {rows + 3} rows, not (2s-1)^2 + 3 for a square grid')
+            return side, side
+    return None
+
+
+def _square_grid(n: int, what: str) -> tuple[int, int]:
+    side = math.isqrt(n)
+    if side * side != n:
+        raise ValueError(f'{what} holds {n} patch positions, not a square grid')
+    return side, side
+
+
+def add_cls_position(sd: dict, notes: list[str]) -> None:
+    """timm `no_embed_class` tables have no cls slot; a zero one is equivalent (in place)."""
+    pe = sd.get('pos_embed')
+    if pe is not None and 'cls_token' in sd and math.isqrt(pe.shape[1]) ** 2 == pe.shape[1]:
+        sd['pos_embed'] = torch.cat([pe.new_zeros(1, 1, pe.shape[2]), pe], dim=1)
+        notes.append('pos_embed had no cls slot (timm no_embed_class): a zero one was '
+                     'prepended, which is equivalent')
+
+
+def adapt_tables(sd: dict, kwargs: dict, img_size: int | tuple[int, int] | None,
+                 per_block_rel_pos: bool, notes: list[str]) -> None:
+    """In place: expand a shared relative-position table per block, resize position tables
+    to `img_size`."""
+    shared = 'rel_pos_bias.' + REL_TABLE
+    if per_block_rel_pos and shared in sd:
+        table = sd.pop(shared)
+        for i in range(kwargs['arch']['num_layers']):
+            sd[f'blocks.{i}.rel_pos_bias.{REL_TABLE}'] = table.clone()
+        kwargs['rel_pos_bias'] = 'per_block'
+        notes.append('the shared relative-position table was copied into every block')
+    src = _source_grid(sd)
+    if img_size is None or src is None:
+        return
+    p = kwargs['patch_size']
+    hw = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
+    if hw[0] % p or hw[1] % p:
+        raise ValueError(f'img_size={img_size} is not divisible by the patch size {p}')
+    dst = (hw[0] // p, hw[1] // p)
+    if dst == src:
+        return
+    if 'pos_embed' in sd:
+        sd['pos_embed'] = resize_pos_embed(sd['pos_embed'], src, dst, 1)
+    for k in [k for k in sd if k.endswith(REL_TABLE)]:
+        sd[k] = resize_rel_pos_table(sd[k], src, dst)
+    notes.append(f'position tables resized from a {src[0]}x{src[1]} to a {dst[0]}x{dst[1]} grid')
+
+
+# ---- the whole conversion --------------------------------------------------------------------
+def convert_checkpoint(ckpt: dict, fmt: str | None = None,
+                       img_size: int | tuple[int, int] | None = None,
+                       per_block_rel_pos: bool = False) -> Conversion:
+    """Convert what `torch.load` returned; see the module docstring. Returns a `Conversion`."""
+    if fmt is None:
+        fmt = detect_format(ckpt)
+    elif fmt not in FORMATS:
+        raise ValueError(f'format={fmt!r}; allowed: {FORMATS}')
+    sd, where, dropped = extract_backbone(ckpt, fmt)
+    sd, unrecognised = rename_to_pecovit(sd, fmt, dropped)
+    if 'norm.weight' in sd and 'fc_norm.weight' in sd:
+        # PeCoViT has fc_norm only without a final norm (BEiT / MAE fine-tuning style)
+        for k in ('fc_norm.weight', 'fc_norm.bias'):
+            if k in sd:
+                sd.pop(k)
+                dropped[k] = 'fc_norm next to a final norm (PeCoViT keeps one of the two)'
+    width = sd['patch_embed.proj.weight'].shape[0] if 'patch_embed.proj.weight' in sd else None
+    if 'mask_token' in sd and sd['mask_token'].shape[-1] != width:
+        sd.pop('mask_token')
+        dropped['mask_token'] = f'mask token of width != embed_dims={width} (a decoder\'s)'
+    notes: list[str] = []
+    add_cls_position(sd, notes)
+    kwargs, guessed = infer_pecovit_kwargs(sd, img_size)
+    notes += guessed
+    adapt_tables(sd, kwargs, img_size, per_block_rel_pos, notes)
+    if not kwargs['final_norm'] and 'fc_norm.weight' not in sd:
+        notes.append('no final norm in the checkpoint: final_norm=False')
+    return Conversion(state_dict=sd, kwargs=kwargs, fmt=fmt, source=where, dropped=dropped,
+                      unrecognised=unrecognised, notes=notes)
+
+
+def convert_state_dict(ckpt: dict, fmt: str | None = None,
+                       img_size: int | tuple[int, int] | None = None,
+                       per_block_rel_pos: bool = False
+                       ) -> tuple[dict[str, torch.Tensor], dict]:
+    """(state dict with PeCoViT names, PeCoViT kwargs inferred from the weights).
+
+    Pure: prints nothing. Keys that cannot be mapped raise ValueError; for the list of dropped
+    (non-backbone) keys and the notes, call `convert_checkpoint`, which returns them.
+    """
+    conv = convert_checkpoint(ckpt, fmt, img_size, per_block_rel_pos)
+    if conv.unrecognised:
+        raise ValueError(f'{conv.fmt} checkpoint: cannot map these keys to PeCoViT: '
+                         f'{conv.unrecognised}')
+    return conv.state_dict, conv.kwargs
+
+
+# ---- loading from files ----------------------------------------------------------------------
+def load_checkpoint_file(path: str, unsafe_pickle: bool = False,
+                         warn: Callable[[str], None] | None = None) -> dict:
+    """torch.load with weights_only=True (or safetensors); arbitrary pickles only when asked."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise FileNotFoundError(f'checkpoint not found: {path}')
+    if path.endswith('.safetensors'):
+        from safetensors.torch import load_file
+        return load_file(path, device='cpu')
+    try:
+        from ..engine.compat import allow_mmengine_checkpoints
+        allow_mmengine_checkpoints()  # mmengine's meta / message_hub types, nothing else
+    except ImportError:  # pragma: no cover
+        pass
+    try:
+        return torch.load(path, map_location='cpu', weights_only=True)
+    except pickle.UnpicklingError as err:
+        if not unsafe_pickle:
+            first = str(err).strip().splitlines()
+            raise ValueError(
+                f'{path} holds pickled Python objects that the safe loader refuses '
+                f'({first[0][:200] if first else type(err).__name__}). If you trust the '
+                'file, load it with unsafe_pickle=True (tools/convert_checkpoint.py '
+                '--unsafe-pickle) and keep the converted, tensors-only file') from err
+    (warn or _log)(f'WARNING: {path} is loaded with weights_only=False: this runs arbitrary '
+                   'code from the file; only do it for files you trust')
+    return torch.load(path, map_location='cpu', weights_only=False)
+
+
+def load_pretrained_vit(path: str, **pecovit_overrides) -> 'PeCoViT':  # noqa: F821
+    """Build a PeCoViT matching the checkpoint at `path` and load its weights strictly.
+
+    `pecovit_overrides` replace inferred PeCoViT arguments (out_type, out_indices, img_size,
+    drop_path_rate, ...); `num_heads=` is accepted as a shortcut into `arch` and `fmt=` names
+    the source format when detection cannot tell. Weights made
+    unnecessary by an override (fc_norm without pooled output, mask_token) are skipped with a
+    log line; any other missing or unexpected key raises.
+    """
+    from .vit import PeCoViT
+    ckpt = load_checkpoint_file(path)
+    fmt = pecovit_overrides.pop('fmt', None)
+    per_block = pecovit_overrides.get('rel_pos_bias') == 'per_block'
+    conv = convert_checkpoint(ckpt, fmt, per_block_rel_pos=per_block)
+    if conv.unrecognised:
+        raise ValueError(f'{path} ({conv.fmt}): cannot map these keys to PeCoViT: '
+                         f'{conv.unrecognised}')
+    kwargs = copy.deepcopy(conv.kwargs)
+    if 'num_heads' in pecovit_overrides:
+        kwargs['arch']['num_heads'] = int(pecovit_overrides.pop('num_heads'))
+    kwargs.update(pecovit_overrides)
+    model = PeCoViT(**kwargs)
+    sd = dict(conv.state_dict)
+    optional = []
+    if isinstance(model.fc_norm, torch.nn.Identity):
+        optional += [k for k in sd if k.startswith('fc_norm.')]
+    if model.mask_token is None:
+        optional += [k for k in sd if k == 'mask_token']
+    for k in optional:
+        sd.pop(k)
+    missing, unexpected = model.load_state_dict(sd, strict=False)
+    if missing or unexpected:
+        raise ValueError(f'{path} ({conv.fmt}) does not fit PeCoViT({_format_kwargs(kwargs)}): '
+                         f'missing keys {missing}, unexpected keys {unexpected}')
+    if optional:
+        _log(f'load_pretrained_vit: {path}: skipped {optional} (not used with these arguments)')
+    return model
+
+
+def _format_kwargs(kwargs: dict) -> str:
+    return ', '.join(f'{k}={v!r}' for k, v in kwargs.items())
+
+
+def _is_state_dict(obj) -> bool:
+    return isinstance(obj, dict) and bool(obj) and any(torch.is_tensor(v) for v in obj.values())
+
+
+def _strip(sd: dict, prefix: str) -> dict:
+    return {(k[len(prefix):] if k.startswith(prefix) else k): v for k, v in sd.items()}
+
+
+def _log(msg: str) -> None:
+    try:
+        from mmengine.logging import print_log
+        print_log(msg, logger='current')
+    except ImportError:  # pragma: no cover
+        print(msg)

@@ -1,0 +1,442 @@
+"""PeCoViT: one Vision Transformer for PeCo MIM pretraining and every downstream task.
+
+Implements ViT (Dosovitskiy et al. 2021) with the BEiT options (Bao et al. 2022) PeCo builds
+on (Dong et al., AAAI 2023, Sec. 3.3): q/v bias, shared or per-block relative-position bias,
+layer scale, a learnable mask token. It serves MoCo v3 / MAE / timm / BEiT weights alike
+(see `peco_mm.models.convert`), resizes its position tables to any H×W with torch, and can
+emit the 4-scale pyramid that UperNet and Mask R-CNN consume.
+
+State-dict names follow timm / unilm BEiT (`patch_embed.proj`, `blocks.{i}.attn.qkv`,
+`blocks.{i}.gamma_1`, ...); relative-position tables live at `rel_pos_bias.*` (shared) or
+`blocks.{i}.rel_pos_bias.*` (per block).
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from mmengine.model import BaseModule
+from torch.nn.init import trunc_normal_
+
+from ..layers import Block, RelativePositionBias, resize_pos_embed, resize_rel_pos_table
+from ..layers.attention import QKV_BIAS_CHOICES
+from ..registry import MODELS
+from .pyramid_adapter import ViTPyramidAdapter, default_pyramid_indices
+
+ARCH_ZOO: dict[str, dict] = {
+    'tiny': dict(embed_dims=192, num_layers=12, num_heads=3, mlp_ratio=4.0),
+    'small': dict(embed_dims=384, num_layers=12, num_heads=6, mlp_ratio=4.0),
+    'base': dict(embed_dims=768, num_layers=12, num_heads=12, mlp_ratio=4.0),
+    'large': dict(embed_dims=1024, num_layers=24, num_heads=16, mlp_ratio=4.0),
+    'huge': dict(embed_dims=1280, num_layers=32, num_heads=16, mlp_ratio=4.0),
+}
+OUT_TYPES = ('cls_token', 'avg_featmap', 'featmap', 'raw')
+
+
+class PatchEmbed(nn.Module):
+    """Conv patchify; pads H and W up to a multiple of the patch size when asked to."""
+
+    def __init__(self, patch_size: int, in_channels: int, embed_dims: int, pad: bool) -> None:
+        super().__init__()
+        self.patch_size = patch_size
+        self.pad = pad
+        self.proj = nn.Conv2d(in_channels, embed_dims, patch_size, stride=patch_size)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int]]:
+        H, W = x.shape[-2:]
+        p = self.patch_size
+        if H % p or W % p:
+            if not self.pad:
+                raise ValueError(f'input size {H}x{W} is not divisible by patch_size={p}; '
+                                 'resize the image or build PeCoViT with pad_to_patch=True')
+            x = F.pad(x, (0, (p - W % p) % p, 0, (p - H % p) % p))
+        x = self.proj(x)  # (B, C, h, w)
+        grid = (x.shape[2], x.shape[3])
+        return x.flatten(2).transpose(1, 2), grid  # (B, h*w, C)
+
+
+@MODELS.register_module()
+class PeCoViT(BaseModule):
+    """ViT backbone with BEiT/MAE/MoCo-v3 options; see the module docstring.
+
+    Args:
+        arch: 'tiny' | 'small' | 'base' | 'large' | 'huge', or a dict with embed_dims,
+            num_layers, num_heads (mlp_ratio optional).
+        embed_dims, num_layers, num_heads, mlp_ratio: override the preset's values (tiny test
+            models, or ViT variants between the presets).
+        img_size: the pretraining size; position tables are stored for it and resized
+            on the fly for other inputs.
+        patch_size: 16 or 14 (any positive int works).
+        qkv_bias: 'qkv' (ViT/MAE), 'qv' (BEiT), 'none'; True/False map to 'qkv'/'none'.
+        use_abs_pos_emb: learnable absolute position embedding.
+        rel_pos_bias: 'none' | 'shared' (one table, BEiT pretraining) | 'per_block'.
+        layer_scale_init_value: > 0 adds BEiT's layer scale (gamma_1, gamma_2).
+        drop_path_rate: stochastic depth, linearly increasing over the blocks.
+        out_indices: blocks (0-based, negatives allowed) whose outputs are returned; default
+            the last block, or blocks 4/6/8/12 of 12 (scaled to the depth) with `pyramid`.
+        out_type: 'cls_token' (B, C); 'avg_featmap' (B, C) mean of patch tokens;
+            'featmap' (B, C, h, w) per index; 'raw' (B, 1+N, C).
+        final_norm: LayerNorm after the last block. With out_type='avg_featmap' and
+            final_norm=False, a `fc_norm` is applied after pooling (BEiT / MAE fine-tuning).
+        use_mask_token: learnable [MASK] embedding for masked image modeling.
+        pad_to_patch: pad inputs whose size is not a multiple of the patch size (else error).
+        frozen_stages: freeze patch embedding + the first `frozen_stages` blocks (linear probe:
+            num_layers freezes everything, final norm included); -1 freezes nothing.
+        pyramid: None, or kwargs of `ViTPyramidAdapter` (e.g. dict(norm_cfg=dict(type='BN')))
+            to turn the four `out_indices` feature maps into strides 4/8/16/32.
+    """
+
+    def __init__(self,
+                 arch: str | dict = 'base',
+                 embed_dims: int | None = None,
+                 num_layers: int | None = None,
+                 num_heads: int | None = None,
+                 mlp_ratio: float | None = None,
+                 img_size: int | Sequence[int] = 224,
+                 patch_size: int = 16,
+                 in_channels: int = 3,
+                 qkv_bias: str | bool = 'qkv',
+                 use_abs_pos_emb: bool = True,
+                 rel_pos_bias: str = 'none',
+                 layer_scale_init_value: float = 0.0,
+                 drop_rate: float = 0.0,
+                 attn_drop_rate: float = 0.0,
+                 drop_path_rate: float = 0.0,
+                 out_indices: int | Sequence[int] | None = None,
+                 out_type: str = 'cls_token',
+                 final_norm: bool = True,
+                 use_mask_token: bool = False,
+                 pad_to_patch: bool = True,
+                 frozen_stages: int = -1,
+                 norm_eps: float = 1e-6,
+                 pyramid: dict | None = None,
+                 init_cfg: dict | list | None = None) -> None:
+        super().__init__(init_cfg=init_cfg)
+        # ---- validate flat arguments ---------------------------------------------------
+        if isinstance(arch, str):
+            if arch not in ARCH_ZOO:
+                raise ValueError(f'arch={arch!r}; allowed: {sorted(ARCH_ZOO)} or a dict with '
+                                 'embed_dims, num_layers, num_heads')
+            arch = ARCH_ZOO[arch]
+        else:
+            missing = {'embed_dims', 'num_layers', 'num_heads'} - set(arch)
+            if missing:
+                raise ValueError(f'arch dict is missing {sorted(missing)}')
+        overrides = dict(embed_dims=embed_dims, num_layers=num_layers, num_heads=num_heads,
+                         mlp_ratio=mlp_ratio)
+        arch = {**arch, **{k: v for k, v in overrides.items() if v is not None}}
+        if qkv_bias is True:
+            qkv_bias = 'qkv'
+        elif qkv_bias is False:
+            qkv_bias = 'none'
+        if qkv_bias not in QKV_BIAS_CHOICES:
+            raise ValueError(f'qkv_bias={qkv_bias!r}; allowed: {QKV_BIAS_CHOICES} or a bool')
+        if rel_pos_bias not in ('none', 'shared', 'per_block'):
+            raise ValueError(f"rel_pos_bias={rel_pos_bias!r}; allowed: 'none', 'shared', "
+                             "'per_block'")
+        if out_type not in OUT_TYPES:
+            raise ValueError(f'out_type={out_type!r}; allowed: {OUT_TYPES}')
+        if patch_size <= 0:
+            raise ValueError(f'patch_size={patch_size} must be positive')
+        img_size = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
+        if img_size[0] % patch_size or img_size[1] % patch_size:
+            raise ValueError(f'img_size={img_size} is not divisible by patch_size={patch_size}')
+        self.embed_dims = embed_dims = int(arch['embed_dims'])
+        self.num_layers = num_layers = int(arch['num_layers'])
+        self.num_heads = num_heads = int(arch['num_heads'])
+        mlp_ratio = float(arch.get('mlp_ratio', 4.0))
+        if out_indices is None:  # last block; blocks 4/6/8/12 (scaled by depth) for a pyramid
+            out_indices = -1 if pyramid is None else default_pyramid_indices(num_layers)
+        out_indices = [out_indices] if isinstance(out_indices, int) else list(out_indices)
+        for i in out_indices:
+            if not -num_layers <= i < num_layers:
+                raise ValueError(f'out_indices entry {i} is out of range for {num_layers} '
+                                 'blocks')
+        self.out_indices = sorted(i % num_layers for i in out_indices)
+        if not -1 <= frozen_stages <= num_layers:
+            raise ValueError(f'frozen_stages={frozen_stages}; allowed: -1..{num_layers}')
+        if pyramid is not None and (out_type != 'featmap' or len(self.out_indices) != 4):
+            raise ValueError("pyramid needs out_type='featmap' and four out_indices, got "
+                             f'out_type={out_type!r}, out_indices={self.out_indices}')
+
+        self.img_size = img_size
+        self.patch_size = patch_size
+        self.grid = (img_size[0] // patch_size, img_size[1] // patch_size)
+        self.out_type = out_type
+        self.frozen_stages = frozen_stages
+        self.num_extra_tokens = 1  # the cls token
+
+        # ---- embeddings -----------------------------------------------------------------
+        self.patch_embed = PatchEmbed(patch_size, in_channels, embed_dims, pad_to_patch)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dims))
+        self.mask_token = nn.Parameter(torch.zeros(1, 1, embed_dims)) if use_mask_token else None
+        num_patches = self.grid[0] * self.grid[1]
+        self.pos_embed = (nn.Parameter(torch.zeros(1, 1 + num_patches, embed_dims))
+                          if use_abs_pos_emb else None)
+        self.pos_drop = nn.Dropout(drop_rate)
+        self.rel_pos_bias = (RelativePositionBias(self.grid, num_heads)
+                             if rel_pos_bias == 'shared' else None)
+
+        # ---- blocks ---------------------------------------------------------------------
+        dpr = torch.linspace(0, drop_path_rate, num_layers).tolist()
+        self.blocks = nn.ModuleList([
+            Block(embed_dims, num_heads, mlp_ratio, qkv_bias, drop_rate, attn_drop_rate,
+                  dpr[i], layer_scale_init_value, norm_eps,
+                  rel_pos_grid=self.grid if rel_pos_bias == 'per_block' else None)
+            for i in range(num_layers)
+        ])
+        self.norm = nn.LayerNorm(embed_dims, eps=norm_eps) if final_norm else nn.Identity()
+        self.fc_norm = (nn.LayerNorm(embed_dims, eps=norm_eps)
+                        if out_type == 'avg_featmap' and not final_norm else nn.Identity())
+
+        self.pyramid = None
+        if pyramid is not None:
+            self.pyramid = ViTPyramidAdapter(in_channels=embed_dims, **pyramid)
+        self._freeze_stages()
+
+    # ---- initialisation -----------------------------------------------------------------
+    def init_weights(self) -> None:
+        if self.init_cfg is not None and self.init_cfg.get('type') == 'Pretrained':
+            load_pretrained(self, self.init_cfg['checkpoint'], self.init_cfg.get('prefix'))
+            self._is_init = True
+            return
+        super().init_weights()
+        if self.pos_embed is not None:
+            trunc_normal_(self.pos_embed, std=0.02)
+        trunc_normal_(self.cls_token, std=0.02)
+        if self.mask_token is not None:
+            trunc_normal_(self.mask_token, std=0.02)
+        for name, m in self.named_modules():
+            if name.startswith('pyramid'):
+                continue
+            if isinstance(m, nn.Linear):
+                trunc_normal_(m.weight, std=0.02)
+                if m.bias is not None:
+                    nn.init.zeros_(m.bias)
+            elif isinstance(m, nn.LayerNorm):
+                nn.init.ones_(m.weight)
+                nn.init.zeros_(m.bias)
+        # BEiT: shrink residual branches with depth so the stream stays O(1) at init
+        for i, blk in enumerate(self.blocks):
+            blk.attn.proj.weight.data.div_(math.sqrt(2.0 * (i + 1)))
+            blk.mlp.fc2.weight.data.div_(math.sqrt(2.0 * (i + 1)))
+
+    # ---- forward, by step -----------------------------------------------------------------
+    def embed(self, x: torch.Tensor, mask: torch.Tensor | None = None
+              ) -> tuple[torch.Tensor, tuple[int, int]]:
+        """Patchify, replace masked patches by [MASK], prepend cls, add position: (B, 1+N, C)."""
+        x, grid = self.patch_embed(x)  # (B, N, C)
+        B, N, _ = x.shape
+        if mask is not None:
+            if self.mask_token is None:
+                raise ValueError('a mask was given but PeCoViT was built with '
+                                 'use_mask_token=False')
+            w = mask.reshape(B, N, 1).to(x.dtype)  # (B, N, 1), 1 = masked
+            x = x * (1 - w) + self.mask_token.to(x.dtype) * w
+        x = torch.cat([self.cls_token.expand(B, -1, -1).to(x.dtype), x], dim=1)
+        if self.pos_embed is not None:
+            x = x + resize_pos_embed(self.pos_embed, self.grid, grid).to(x.dtype)
+        return self.pos_drop(x), grid
+
+    def forward_blocks(self, x: torch.Tensor, grid: tuple[int, int]
+                       ) -> list[torch.Tensor]:
+        """Run the blocks; return the (B, 1+N, C) tokens after each block in out_indices."""
+        shared = self.rel_pos_bias(grid) if self.rel_pos_bias is not None else None
+        outs = []
+        last = self.num_layers - 1
+        for i, blk in enumerate(self.blocks):
+            x = blk(x, shared, grid)
+            if i == last:
+                x = self.norm(x)
+            if i in self.out_indices:
+                outs.append(x)
+        return outs
+
+    def forward_features(self, x: torch.Tensor, mask: torch.Tensor | None = None
+                         ) -> torch.Tensor:
+        """All tokens after the last block and final norm: (B, 1+N, C)."""
+        x, grid = self.embed(x, mask)
+        shared = self.rel_pos_bias(grid) if self.rel_pos_bias is not None else None
+        for blk in self.blocks:
+            x = blk(x, shared, grid)
+        return self.norm(x)
+
+    def format_output(self, x: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
+        if self.out_type == 'raw':
+            return x  # (B, 1+N, C)
+        if self.out_type == 'cls_token':
+            return x[:, 0]  # (B, C)
+        patches = x[:, self.num_extra_tokens:]  # (B, N, C)
+        if self.out_type == 'avg_featmap':
+            return self.fc_norm(patches.mean(dim=1))  # (B, C)
+        B, N, C = patches.shape
+        return patches.transpose(1, 2).reshape(B, C, grid[0], grid[1])  # (B, C, h, w)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, ...]:
+        x, grid = self.embed(x, mask)
+        outs = [self.format_output(o, grid) for o in self.forward_blocks(x, grid)]
+        if self.pyramid is not None:
+            return tuple(self.pyramid(outs))
+        return tuple(outs)
+
+    # ---- training protocol ------------------------------------------------------------------
+    def get_layer_depth(self, param_name: str, prefix: str = '') -> tuple[int, int]:
+        """Depth of a parameter for layer-wise lr decay, and the number of depths (L + 2).
+
+        0: patch embedding, cls / mask tokens, absolute position embedding;
+        1..L: block i-1 (its own relative-position table included);
+        L+1: everything after the blocks (final norm, pyramid, necks, heads) and the shared
+        relative-position table, as in BEiT's fine-tuning recipe.
+        """
+        num_depths = self.num_layers + 2
+        if not param_name.startswith(prefix):
+            return num_depths - 1, num_depths
+        name = param_name[len(prefix):]
+        if name in ('cls_token', 'mask_token', 'pos_embed') or name.startswith('patch_embed'):
+            return 0, num_depths
+        if name.startswith('blocks.'):
+            return int(name.split('.')[1]) + 1, num_depths
+        return num_depths - 1, num_depths
+
+    def no_weight_decay(self) -> set[str]:
+        """Parameter names exempt from weight decay: tokens, position tables, norms, biases."""
+        names = set()
+        for name, p in self.named_parameters():
+            if (p.ndim <= 1 or name in ('cls_token', 'mask_token', 'pos_embed')
+                    or name.endswith('relative_position_bias_table')):
+                names.add(name)
+        return names
+
+    def _freeze_stages(self) -> None:
+        if self.frozen_stages < 0:
+            return
+        frozen: list[nn.Module | nn.Parameter] = [self.patch_embed, self.cls_token]
+        frozen += [p for p in (self.pos_embed, self.mask_token) if p is not None]
+        if self.rel_pos_bias is not None:
+            frozen.append(self.rel_pos_bias)
+        frozen += list(self.blocks[:self.frozen_stages])
+        if self.frozen_stages == self.num_layers:
+            frozen.append(self.norm)
+        for item in frozen:
+            if isinstance(item, nn.Parameter):
+                item.requires_grad_(False)
+            else:
+                item.eval()
+                for p in item.parameters():
+                    p.requires_grad_(False)
+
+    def train(self, mode: bool = True) -> 'PeCoViT':
+        super().train(mode)
+        self._freeze_stages()
+        return self
+
+    # ---- checkpoint loading: resize tables, expand a shared table per block -------------------
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs):
+        adapt_state_dict(self, state_dict, prefix)
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+
+
+def _grid_of_rel_table(rows: int) -> tuple[int, int]:
+    side = (math.isqrt(rows - 3) + 1) // 2
+    if (2 * side - 1) ** 2 + 3 != rows:
+        raise ValueError(f'cannot infer a square grid from a relative-position table with '
+                         f'{rows} rows')
+    return side, side
+
+
+def adapt_state_dict(model: PeCoViT, state_dict: dict, prefix: str = '') -> None:
+    """Make a checkpoint fit `model` in place: resize position tables to the model's grid,
+    expand a shared relative-position table into per-block tables, and report a width or
+    patch-size mismatch naming both sides."""
+    if not prefix and 'backbone.patch_embed.proj.weight' in state_dict \
+            and 'patch_embed.proj.weight' not in state_dict:
+        # a whole-model checkpoint (PeCo pretraining, a dense model) loaded into the backbone
+        # alone, e.g. by init_cfg=dict(type='Pretrained', checkpoint=...): keep 'backbone.*'
+        whole = dict(state_dict)
+        state_dict.clear()
+        state_dict.update({k[len('backbone.'):]: v for k, v in whole.items()
+                           if k.startswith('backbone.')})
+    wkey = prefix + 'patch_embed.proj.weight'
+    if wkey in state_dict:
+        w = state_dict[wkey]
+        if w.shape[0] != model.embed_dims:
+            raise ValueError(f'checkpoint width {w.shape[0]} (from {wkey}) does not match the '
+                             f'config: PeCoViT embed_dims={model.embed_dims}; pick the arch that '
+                             'matches the checkpoint (tools/convert_checkpoint.py prints it)')
+        if tuple(w.shape[-2:]) != (model.patch_size, model.patch_size):
+            raise ValueError(f'checkpoint patch size {tuple(w.shape[-2:])} (from {wkey}) does '
+                             f'not match the config: patch_size={model.patch_size}')
+    key = prefix + 'pos_embed'
+    if key in state_dict and model.pos_embed is not None:
+        pe = state_dict[key]
+        n = pe.shape[1] - model.num_extra_tokens
+        side = math.isqrt(n)
+        if side * side == n and pe.shape[-1] == model.embed_dims:
+            state_dict[key] = resize_pos_embed(pe, (side, side), model.grid,
+                                               model.num_extra_tokens)
+    shared_key = prefix + 'rel_pos_bias.relative_position_bias_table'
+    per_block = model.blocks[0].rel_pos_bias is not None
+    if shared_key in state_dict and per_block:
+        table = state_dict.pop(shared_key)
+        for i in range(model.num_layers):
+            state_dict.setdefault(f'{prefix}blocks.{i}.rel_pos_bias.relative_position_bias_table',
+                                  table.clone())
+    for k in list(state_dict):
+        if k.startswith(prefix) and k.endswith('relative_position_bias_table'):
+            table = state_dict[k]
+            h, w = model.grid
+            if table.shape[0] == (2 * h - 1) * (2 * w - 1) + 3:
+                continue  # already the model's grid (square or not)
+            src = _grid_of_rel_table(table.shape[0])
+            state_dict[k] = resize_rel_pos_table(table, src, model.grid)
+
+
+def load_pretrained(model: PeCoViT, path: str, prefix: str | None = None,
+                    map_location: str = 'cpu') -> tuple[list[str], list[str]]:
+    """Load a checkpoint into `model` for `init_cfg=dict(type='Pretrained', ...)`.
+
+    Accepts a PeCo pretraining / fine-tuning checkpoint (keys under `prefix`, e.g.
+    'backbone.'), a file written by tools/convert_checkpoint.py (plain PeCoViT keys), or a
+    published unilm / timm / MAE / MoCo v3 / DINO / mmpretrain file, converted on the fly. So
+    one config key, the checkpoint path, selects the pretrained weights. Missing and unexpected
+    keys are logged by name; a checkpoint that shares no key with the model is an error.
+    """
+    import os.path as osp
+
+    from mmengine.logging import print_log
+    from mmengine.runner.checkpoint import _load_checkpoint
+
+    if not path or not osp.isfile(str(path)):
+        raise FileNotFoundError(f'pretrained checkpoint {path!r} not found (set '
+                                'model.backbone.init_cfg.checkpoint, or init_cfg=None to train '
+                                'from scratch)')
+    from .convert import convert_state_dict, detect_format
+
+    ckpt = _load_checkpoint(path, map_location=map_location)
+    inner = ckpt.get('state_dict', ckpt) if isinstance(ckpt, dict) else ckpt
+    if prefix and any(k.startswith(prefix) for k in inner):
+        ckpt = {k[len(prefix):]: v for k, v in inner.items() if k.startswith(prefix)}
+    # always through the converter: our names pass unchanged; timm / unilm / MAE / MoCo v3 /
+    # DINO / mmpretrain names are mapped (layer scales, per-block tables, dropped heads)
+    fmt = detect_format(ckpt)
+    state, _ = convert_state_dict(ckpt, fmt)
+    if fmt != 'peco_mm':
+        print_log(f'{path}: converted from the {fmt!r} format', logger='current')
+    own = set(model.state_dict())
+    state = dict(state)
+    adapt_state_dict(model, state)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if not k.startswith('pyramid.')]
+    if len(missing) == len(own) or not (own & set(state)):
+        raise ValueError(f'{path}: no key matches PeCoViT; found e.g. {list(state)[:5]}')
+    if missing:
+        print_log(f'{path}: missing keys {missing}', logger='current', level=30)
+    if unexpected:
+        print_log(f'{path}: unexpected keys {unexpected}', logger='current', level=30)
+    return missing, unexpected

@@ -1,0 +1,84 @@
+"""Layer-decay groups and lr scales against the closed form rate ** (L + 1 - depth)."""
+import pytest
+import torch
+import torch.nn as nn
+from mmengine.registry import OPTIM_WRAPPER_CONSTRUCTORS
+
+import peco_mm  # noqa: F401
+from peco_mm.engine import layer_decay_param_groups
+from peco_mm.models import PeCoViT
+
+
+class Classifier(nn.Module):
+
+    def __init__(self):
+        super().__init__()
+        self.backbone = PeCoViT(arch=dict(embed_dims=64, num_layers=3, num_heads=4),
+                                img_size=32, patch_size=8, qkv_bias='qv',
+                                rel_pos_bias='per_block', out_type='avg_featmap',
+                                final_norm=False)
+        self.head = nn.Linear(64, 10)
+
+
+def expected_depth(name):
+    n = name[len('backbone.'):] if name.startswith('backbone.') else None
+    if n is None:
+        return 4  # heads: L + 1
+    if n in ('cls_token', 'pos_embed') or n.startswith('patch_embed'):
+        return 0
+    if n.startswith('blocks.'):
+        return int(n.split('.')[1]) + 1
+    return 4
+
+
+def test_groups_match_closed_form():
+    model = Classifier()
+    rate, lr, wd = 0.65, 4e-3, 0.05
+    ctor = OPTIM_WRAPPER_CONSTRUCTORS.build(dict(
+        type='LayerDecayOptimWrapperConstructor',
+        optim_wrapper_cfg=dict(optimizer=dict(type='AdamW', lr=lr, weight_decay=wd)),
+        paramwise_cfg=dict(layer_decay_rate=rate)))
+    optim = ctor(model).optimizer
+    seen = {}
+    for group in optim.param_groups:
+        for p in group['params']:
+            seen[id(p)] = group
+    names = dict(model.named_parameters())
+    assert len(seen) == len(names)
+    nwd = {'backbone.' + n for n in model.backbone.no_weight_decay()}
+    for name, p in names.items():
+        g = seen[id(p)]
+        depth = expected_depth(name)
+        assert g['lr'] == pytest.approx(lr * rate ** (4 - depth)), name
+        no_decay = p.ndim == 1 or name in nwd
+        assert g['weight_decay'] == (0.0 if no_decay else wd), name
+    # the deepest groups keep the full lr, the patch embedding gets rate ** 4
+    assert seen[id(names['head.weight'])]['lr'] == pytest.approx(lr)
+    assert seen[id(names['backbone.patch_embed.proj.weight'])]['lr'] == pytest.approx(
+        lr * rate**4)
+    assert seen[id(names['backbone.blocks.0.rel_pos_bias.relative_position_bias_table'])][
+        'weight_decay'] == 0.0
+
+
+def test_custom_keys_multiply_and_frozen_params_skipped():
+    model = Classifier()
+    model.backbone.patch_embed.requires_grad_(False)
+    groups = layer_decay_param_groups(model, 1.0, 0.1, 0.5,
+                                      custom_keys={'head': dict(lr_mult=10.0, decay_mult=0.0)})
+    head = [g for g in groups if 'head.weight' in g['param_names']][0]
+    assert head['lr'] == pytest.approx(10.0) and head['weight_decay'] == 0.0
+    assert not any(n.startswith('backbone.patch_embed') for g in groups
+                   for n in g['param_names'])
+
+
+def test_model_without_depth_protocol_is_refused():
+    with pytest.raises(TypeError, match='get_layer_depth'):
+        layer_decay_param_groups(nn.Sequential(nn.Linear(2, 2)), 1.0, 0.0, 0.5)
+
+
+def test_unknown_paramwise_key_is_refused():
+    with pytest.raises(KeyError, match="unknown paramwise_cfg keys \\['layer_decay'\\]"):
+        OPTIM_WRAPPER_CONSTRUCTORS.build(dict(
+            type='LayerDecayOptimWrapperConstructor',
+            optim_wrapper_cfg=dict(optimizer=dict(type='AdamW', lr=1e-3)),
+            paramwise_cfg=dict(layer_decay=0.65)))

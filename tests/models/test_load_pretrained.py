@@ -1,0 +1,61 @@
+"""init_cfg=Pretrained: one key loads a PeCo checkpoint (prefix 'backbone.'), a converted file,
+or a published timm file converted on the fly; a wrong file is an error."""
+import pytest
+import timm
+import torch
+
+from peco_mm.models import PeCoViT
+
+
+def build(path, prefix='backbone.'):
+    m = PeCoViT(embed_dims=64, num_layers=2, num_heads=4, img_size=32, patch_size=8,
+                init_cfg=dict(type='Pretrained', checkpoint=str(path), prefix=prefix))
+    m.init_weights()
+    return m.eval()
+
+
+def test_peco_checkpoint_with_prefix(tmp_path):
+    torch.manual_seed(0)
+    src = PeCoViT(embed_dims=64, num_layers=2, num_heads=4, img_size=32, patch_size=8).eval()
+    sd = {'backbone.' + k: v for k, v in src.state_dict().items()}
+    sd['head.fc.weight'] = torch.zeros(3, 64)
+    torch.save({'state_dict': sd, 'meta': {}}, tmp_path / 'peco.pth')
+    x = torch.randn(2, 3, 32, 32)
+    torch.testing.assert_close(build(tmp_path / 'peco.pth')(x)[0], src(x)[0])
+
+
+def test_timm_file_is_converted_on_the_fly(tmp_path):
+    torch.manual_seed(0)
+    src = timm.models.vision_transformer.VisionTransformer(
+        img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, num_classes=0).eval()
+    torch.save(src.state_dict(), tmp_path / 'timm.pth')
+    x = torch.randn(2, 3, 32, 32)
+    ours = build(tmp_path / 'timm.pth')
+    torch.testing.assert_close(ours(x)[0], src.forward_features(x)[:, 0], atol=1e-5, rtol=1e-5)
+
+
+def test_timm_layer_scale_file_keeps_its_gammas(tmp_path):
+    torch.manual_seed(0)
+    src = timm.models.vision_transformer.VisionTransformer(
+        img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, num_classes=0,
+        init_values=0.1).eval()
+    with torch.no_grad():
+        for n, p in src.named_parameters():
+            if n.endswith('gamma'):
+                p.uniform_(0.5, 2.0)
+    torch.save(src.state_dict(), tmp_path / 'timm_ls.pth')
+    m = PeCoViT(embed_dims=64, num_layers=2, num_heads=4, img_size=32, patch_size=8,
+                layer_scale_init_value=0.1,
+                init_cfg=dict(type='Pretrained', checkpoint=str(tmp_path / 'timm_ls.pth')))
+    m.init_weights()
+    x = torch.randn(2, 3, 32, 32)
+    torch.testing.assert_close(m.eval()(x)[0], src.forward_features(x)[:, 0], atol=1e-5,
+                               rtol=1e-5)
+
+
+def test_missing_and_unrelated_checkpoints_are_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match='nope.pth'):
+        build(tmp_path / 'nope.pth')
+    torch.save({'state_dict': {'conv1.weight': torch.zeros(3)}}, tmp_path / 'resnet.pth')
+    with pytest.raises(ValueError, match='conv1.weight'):
+        build(tmp_path / 'resnet.pth')

@@ -1,0 +1,137 @@
+"""End to end through the launchers on an image folder the test writes: train a tiny PeCoViT
+classifier with the shipped fine-tuning config, kill it, resume it, and run it on 2 CPU
+processes with gloo."""
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from tests.conftest import ROOT, run_tool
+
+TINY_CFG = """
+_base_ = '{root}/configs/peco/finetune_vitb_in1k.py'
+model = dict(
+    backbone=dict(embed_dims=64, num_layers=2, num_heads=4, img_size=32,
+                  patch_size=8, init_cfg=None),
+    head=dict(num_classes=3, in_channels=64),
+    data_preprocessor=dict(num_classes=3),
+    train_cfg=dict(_delete_=True))   # no mixup/cutmix on 18 images
+data_preprocessor = dict(num_classes=3)
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='RandomResizedCrop', scale=32, crop_ratio_range=(0.6, 1.0), backend='pillow'),
+    dict(type='RandomFlip', prob=0.5, direction='horizontal'),
+    dict(type='PackInputs'),
+]
+test_pipeline = [dict(type='LoadImageFromFile'), dict(type='PackInputs')]
+train_dataloader = dict(batch_size=6, num_workers=0, persistent_workers=False,
+    dataset=dict(_delete_=True, type='CustomDataset', data_root='{data}', data_prefix='train',
+                 pipeline=train_pipeline))
+val_dataloader = dict(batch_size=6, num_workers=0, persistent_workers=False,
+    dataset=dict(_delete_=True, type='CustomDataset', data_root='{data}', data_prefix='val',
+                 pipeline=test_pipeline))
+test_dataloader = val_dataloader
+val_evaluator = dict(type='Accuracy', topk=(1,))
+test_evaluator = val_evaluator
+optim_wrapper = dict(optimizer=dict(lr=2e-3))
+param_scheduler = [dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=5),
+                   dict(type='CosineAnnealingLR', by_epoch=False, begin=5, end={iters})]
+train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters={iters},
+                 val_interval={iters})
+val_cfg = dict()
+test_cfg = dict()
+auto_scale_lr = dict(enable=False)
+default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=4,
+                                     max_keep_ckpts=20),
+                     logger=dict(type='LoggerHook', interval=1))
+log_processor = dict(by_epoch=False)
+env_cfg = dict(dist_cfg=dict(backend='gloo'))
+"""
+
+
+def write_cfg(tmp_path, data, iters):
+    cfg = tmp_path / f'tiny_cls_{iters}.py'
+    cfg.write_text(TINY_CFG.format(root=ROOT, data=data, iters=iters))
+    return cfg
+
+
+def scalars(work_dir):
+    """The per-iteration records mmengine wrote to vis_data/scalars.json."""
+    path = sorted(work_dir.glob('*/vis_data/scalars.json'))[-1]  # newest run
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_train_learns_then_test_tool(tmp_path, image_folder):
+    cfg = write_cfg(tmp_path, image_folder, iters=40)
+    wd = tmp_path / 'wd'
+    run_tool(['tools/train.py', cfg, '--work-dir', wd])
+    recs = scalars(wd)
+    losses = [r['loss'] for r in recs if 'loss' in r]
+    assert len(losses) == 40
+    assert sum(losses[-5:]) / 5 < 0.8 * sum(losses[:5]) / 5, losses
+    acc = [r['accuracy/top1'] for r in recs if 'accuracy/top1' in r][-1]
+    assert acc > 100 / 3 + 10, acc  # above chance on held-out images
+    proc = run_tool(['tools/test.py', cfg, wd / 'iter_40.pth', '--work-dir', tmp_path / 't'])
+    m = re.search(r'accuracy/top1: ([\d.]+)', proc.stdout + proc.stderr)
+    assert m and abs(float(m.group(1)) - acc) < 1e-3
+
+
+def test_killed_run_resumes_from_last_checkpoint(tmp_path, image_folder):
+    cfg = write_cfg(tmp_path, image_folder, iters=60)
+    wd = tmp_path / 'wd'
+    env = dict(PYTHONPATH=str(ROOT), OMP_NUM_THREADS='1')
+    proc = subprocess.Popen([sys.executable, 'tools/train.py', str(cfg), '--work-dir', str(wd)],
+                            cwd=ROOT, env={**__import__('os').environ, **env},
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while not (wd / 'iter_8.pth').exists() and time.time() < deadline:
+        time.sleep(0.2)
+        assert proc.poll() is None, 'training ended before it could be killed'
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    ckpts = sorted(int(p.stem.split('_')[1]) for p in wd.glob('iter_*.pth'))
+    last = ckpts[-1]
+    assert 8 <= last < 60
+    out = run_tool(['tools/train.py', cfg, '--work-dir', wd, '--resume'])
+    log = out.stdout + out.stderr
+    assert 'resumed' in log.lower() and f'iter_{last}.pth' in log
+    assert (wd / 'iter_60.pth').exists()
+    # the resumed run continued at last+1 instead of starting over
+    it = [r['iter'] for r in scalars(wd) if 'loss' in r]
+    assert it[0] == last + 1 and it[-1] == 60
+    import peco_mm  # noqa: F401  (allow-lists mmengine's checkpoint types)
+    state = torch.load(wd / 'iter_60.pth', map_location='cpu')  # weights_only=True default
+    assert state['meta']['iter'] == 60
+
+
+def test_resume_refuses_arbitrary_pickles(tmp_path):
+    import peco_mm  # noqa: F401  (allow-lists mmengine's checkpoint types only)
+    from mmengine.runner.checkpoint import _load_checkpoint
+
+    path = tmp_path / 'evil.pth'
+    torch.save({'state_dict': {}, 'meta': {'obj': subprocess.Popen}}, path)
+    with pytest.raises(Exception, match='[Ww]eights only load failed'):
+        _load_checkpoint(str(path), map_location='cpu')
+
+
+def test_dist_train_two_cpu_processes(tmp_path, image_folder):
+    cfg = write_cfg(tmp_path, image_folder, iters=8)
+    wd = tmp_path / 'wd'
+    out = run_tool(['bash', 'tools/dist_train.sh', cfg, '2', '--work-dir', wd], timeout=600)
+    log = out.stdout + out.stderr
+    assert (wd / 'iter_8.pth').exists()
+    assert re.search(r'Distributed training: True', log)
+    assert re.search(r'GPU number: 2|world_size.*2', log)
+
+
+def test_missing_dataset_names_path_and_layout(tmp_path):
+    cfg = write_cfg(tmp_path, tmp_path / 'nowhere', iters=4)
+    out = run_tool(['tools/train.py', cfg, '--work-dir', tmp_path / 'wd'], check=False)
+    assert out.returncode != 0
+    assert f"data_root '{tmp_path / 'nowhere'}' does not exist" in out.stderr
+    assert 'Expected layout' in out.stderr
