@@ -14,43 +14,15 @@ import torch
 from tests.conftest import ROOT, run_tool
 
 TINY_CFG = """
-_base_ = '{root}/configs/peco/finetune_vitb_in1k.py'
-model = dict(
-    backbone=dict(embed_dims=64, num_layers=2, num_heads=4, img_size=32,
-                  patch_size=8, init_cfg=None),
-    head=dict(num_classes=3, in_channels=64),
-    data_preprocessor=dict(num_classes=3),
-    train_cfg=dict(_delete_=True))   # no mixup/cutmix on 18 images
-data_preprocessor = dict(num_classes=3)
-train_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='RandomResizedCrop', scale=32, crop_ratio_range=(0.6, 1.0), backend='pillow'),
-    dict(type='RandomFlip', prob=0.5, direction='horizontal'),
-    dict(type='PackInputs'),
-]
-test_pipeline = [dict(type='LoadImageFromFile'), dict(type='PackInputs')]
-train_dataloader = dict(batch_size=6, num_workers=0, persistent_workers=False,
-    dataset=dict(_delete_=True, type='CustomDataset', data_root='{data}', data_prefix='train',
-                 pipeline=train_pipeline))
-val_dataloader = dict(batch_size=6, num_workers=0, persistent_workers=False,
-    dataset=dict(_delete_=True, type='CustomDataset', data_root='{data}', data_prefix='val',
-                 pipeline=test_pipeline))
+_base_ = '{root}/configs/demo/finetune_tiny_cls.py'
+data_root = '{data}'
+train_dataloader = dict(dataset=dict(data_root=data_root))
+val_dataloader = dict(dataset=dict(data_root=data_root))
 test_dataloader = val_dataloader
-val_evaluator = dict(type='Accuracy', topk=(1,))
-test_evaluator = val_evaluator
-optim_wrapper = dict(optimizer=dict(lr=2e-3))
+max_iters = {iters}
 param_scheduler = [dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=5),
-                   dict(type='CosineAnnealingLR', by_epoch=False, begin=5, end={iters})]
-train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters={iters},
-                 val_interval={iters})
-val_cfg = dict()
-test_cfg = dict()
-auto_scale_lr = dict(enable=False)
-default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=4,
-                                     max_keep_ckpts=20),
-                     logger=dict(type='LoggerHook', interval=1))
-log_processor = dict(by_epoch=False)
-env_cfg = dict(dist_cfg=dict(backend='gloo'))
+                   dict(type='CosineAnnealingLR', by_epoch=False, begin=5, end=max_iters)]
+train_cfg = dict(max_iters=max_iters, val_interval=max_iters)
 """
 
 
