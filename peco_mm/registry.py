@@ -24,9 +24,11 @@ __all__ = ['DATASETS', 'HOOKS', 'METRICS', 'MODELS', 'OPTIM_WRAPPER_CONSTRUCTORS
 CORE_MODULES = [
     'peco_mm.models',
     'peco_mm.engine',
+    'peco_mm.datasets.seg_checks',
 ]
 # module -> the host packages it needs; skipped (not an error) when one is missing
 OPTIONAL_MODULES: dict[str, tuple[str, ...]] = {
+    'peco_mm.datasets.coco_checks': ('mmdet',),
 }
 
 _registered = False

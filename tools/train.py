@@ -18,7 +18,8 @@ import peco_mm  # noqa: E402,F401  (registers peco_mm types)
 from mmengine.config import Config, DictAction  # noqa: E402
 from mmengine.runner import Runner  # noqa: E402
 
-from peco_mm.engine.launch import apply_cli, check_dataset_paths, setup_cpu_distributed  # noqa
+from peco_mm.engine.launch import (apply_cli, check_dataset_paths, check_pretrained_paths,  # noqa
+                                   setup_cpu_distributed)
 
 
 def parse_args(argv=None):
@@ -46,6 +47,8 @@ def main(argv=None):
     if args.cfg_options:
         cfg.merge_from_dict(args.cfg_options)
     cfg = apply_cli(cfg, args.work_dir, args.config, args.resume, args.amp, args.launcher)
+    if not cfg.get('resume'):  # a resumed run takes its weights from the checkpoint
+        check_pretrained_paths(cfg)
     check_dataset_paths(cfg, phases=('train', 'val') if cfg.get('val_cfg') else ('train',))
     setup_cpu_distributed(cfg)
     runner = Runner.from_cfg(cfg)

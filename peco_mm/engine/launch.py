@@ -94,6 +94,44 @@ def _dataset_cfgs(cfg: Config):
             stack += list(ds.get('datasets', []) or [])
 
 
+def dataset_layout(dtype: str) -> str:
+    """The expected folder layout of a dataset type, looked up along its class hierarchy, so
+    subclasses (e.g. a checked CocoDataset) inherit their parent's description."""
+    name = dtype.split('.')[-1]
+    if name in LAYOUTS:
+        return LAYOUTS[name]
+    from mmengine.registry import DATASETS
+    try:
+        cls = DATASETS.get(dtype)
+    except Exception:  # an unknown type is reported by the Runner itself
+        cls = None
+    for base in getattr(cls, '__mro__', ()):
+        if base.__name__ in LAYOUTS:
+            return LAYOUTS[base.__name__]
+    return 'see the dataset class docs'
+
+
+def check_pretrained_paths(cfg: Config) -> None:
+    """Raise FileNotFoundError naming the config key of a missing init_cfg checkpoint, before
+    any dataset or model is built."""
+    def walk(node, key):
+        if isinstance(node, dict):
+            if node.get('type') == 'Pretrained':
+                ckpt = node.get('checkpoint')
+                if ckpt and '://' not in str(ckpt) and not osp.isfile(str(ckpt)):
+                    raise FileNotFoundError(
+                        f'{key}.checkpoint={ckpt!r} not found: set --cfg-options '
+                        f'{key}.checkpoint=PATH (a PeCo, converted or published checkpoint), '
+                        f'or {key}=None to train from scratch')
+                return
+            for k, v in node.items():
+                walk(v, f'{key}.{k}' if key else k)
+        elif isinstance(node, (list, tuple)):
+            for i, v in enumerate(node):
+                walk(v, f'{key}.{i}')
+    walk(cfg.get('model', {}), 'model')
+
+
 def check_dataset_paths(cfg: Config, phases: tuple[str, ...] = ('train', 'val', 'test')) -> None:
     """Raise FileNotFoundError naming the first missing data_root / ann_file, with the layout."""
     for loader, ds in _dataset_cfgs(cfg):
@@ -101,7 +139,7 @@ def check_dataset_paths(cfg: Config, phases: tuple[str, ...] = ('train', 'val', 
             continue
         root = ds.get('data_root') or ''
         dtype = str(ds.get('type', ''))
-        layout = LAYOUTS.get(dtype.split('.')[-1], 'see the dataset class docs')
+        layout = dataset_layout(dtype)
         if root and not osp.isdir(root):
             raise FileNotFoundError(
                 f'{loader}: dataset {dtype} data_root {root!r} does not exist. Expected layout: '

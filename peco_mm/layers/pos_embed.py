@@ -70,8 +70,10 @@ class RelativePositionBias(nn.Module):
     """Learnable BEiT relative-position bias for one grid; returns (heads, 1+N, 1+N).
 
     At another grid (a larger image, a detection shape) the table is interpolated on the fly
-    and the index rebuilt; both are cached per grid so the cost is paid once per shape.
+    and the index rebuilt; the index is cached for the last `max_cached_grids` shapes.
     """
+
+    max_cached_grids = 4
 
     def __init__(self, grid: tuple[int, int], num_heads: int) -> None:
         super().__init__()
@@ -89,10 +91,13 @@ class RelativePositionBias(nn.Module):
             table, index = self.relative_position_bias_table, self.relative_position_index
         else:
             table = resize_rel_pos_table(self.relative_position_bias_table, self.grid, grid)
-            index = self._index_cache.get(grid)
+            index = self._index_cache.pop(grid, None)
             if index is None or index.device != table.device:
                 index = relative_position_index(grid).to(table.device)
-                self._index_cache[grid] = index
+            self._index_cache[grid] = index  # most recent last
+            while len(self._index_cache) > self.max_cached_grids:
+                # detection sees many padded shapes; an index at 800x1088 is ~100 MB
+                self._index_cache.pop(next(iter(self._index_cache)))
         n = index.shape[0]
         bias = table[index.reshape(-1)].reshape(n, n, self.num_heads)  # (1+N, 1+N, heads)
         return bias.permute(2, 0, 1).contiguous()  # (heads, 1+N, 1+N)

@@ -245,15 +245,17 @@ class PeCoViT(BaseModule):
                        ) -> list[torch.Tensor]:
         """Run the blocks; return the (B, 1+N, C) tokens after each block in out_indices."""
         shared = self.rel_pos_bias(grid) if self.rel_pos_bias is not None else None
-        outs = []
+        taps = {}
         last = self.num_layers - 1
-        for i, blk in enumerate(self.blocks):
+        wanted = set(self.out_indices)
+        for i, blk in enumerate(self.blocks[:max(wanted) + 1]):
             x = blk(x, shared, grid)
             if i == last:
                 x = self.norm(x)
-            if i in self.out_indices:
-                outs.append(x)
-        return outs
+            if i in wanted:
+                taps[i] = x
+        # an index may repeat (a shallow model feeding the 4-scale pyramid)
+        return [taps[i] for i in self.out_indices]
 
     def forward_features(self, x: torch.Tensor, mask: torch.Tensor | None = None
                          ) -> torch.Tensor:

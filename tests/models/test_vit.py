@@ -201,3 +201,20 @@ def test_non_square_model_reloads_its_own_state():
     m2.load_state_dict(m.state_dict())
     x = torch.randn(1, 3, 32, 48)
     torch.testing.assert_close(m2(x)[0], m(x)[0])
+
+
+def test_shallow_model_feeds_the_pyramid_with_repeated_blocks():
+    m = tiny(out_type='featmap', pyramid=dict(norm_cfg=dict(type='GN', num_groups=8)))
+    assert m.out_indices == [0, 0, 0, 1]
+    outs = m(torch.randn(1, 3, 32, 32))
+    assert [tuple(o.shape[-2:]) for o in outs] == [(16, 16), (8, 8), (4, 4), (2, 2)]
+    # the 1x branch is the identity on block 0's map
+    raw = tiny(out_type='featmap', out_indices=(0, ))(torch.randn(1, 3, 32, 32))
+    assert raw[0].shape == outs[2].shape
+
+
+def test_rel_pos_index_cache_is_bounded():
+    m = tiny(rel_pos_bias='shared', out_type='raw')
+    for w in range(40, 120, 8):
+        m(torch.randn(1, 3, 32, w))
+    assert len(m.rel_pos_bias._index_cache) == m.rel_pos_bias.max_cached_grids

@@ -107,3 +107,12 @@ def test_missing_dataset_names_path_and_layout(tmp_path):
     assert out.returncode != 0
     assert f"data_root '{tmp_path / 'nowhere'}' does not exist" in out.stderr
     assert 'Expected layout' in out.stderr
+
+
+def test_missing_pretrained_checkpoint_names_the_key(tmp_path, image_folder):
+    cfg = write_cfg(tmp_path, image_folder, iters=8)
+    cfg.write_text(cfg.read_text() + f"model = dict(backbone=dict(init_cfg=dict(_delete_=True, "
+                   f"type='Pretrained', checkpoint='{tmp_path}/nope.pth')))\n")
+    out = run_tool(['tools/train.py', cfg, '--work-dir', tmp_path / 'wd'], check=False)
+    assert out.returncode != 0
+    assert f"model.backbone.init_cfg.checkpoint='{tmp_path}/nope.pth' not found" in out.stderr

@@ -1,0 +1,49 @@
+"""Everything but the decoder for PeCo ViT-B/16 on ADE20K (PeCo, DESIGN §6): data, schedule,
+optimizer, backbone. Leaf configs add an mmseg model base (UperNet, semantic FPN) and write
+`model = dict(backbone=_base_.backbone, ...)`."""
+_base_ = [
+    './ade20k_checked.py',
+    'mmseg::_base_/default_runtime.py',
+    'mmseg::_base_/schedules/schedule_160k.py',
+]
+custom_imports = dict(imports=['peco_mm'], allow_failed_imports=False)
+
+# BN in the model; mmengine's Runner turns it into SyncBN only when distributed
+# (Runner.wrap_model). `--cfg-options sync_bn=None` keeps plain BN; on CPU tools/train.py does
+# that itself (SyncBN needs CUDA).
+sync_bn = 'torch'
+bn = dict(type='BN', requires_grad=True)
+
+# BEiT-style ViT-B/16 as PeCo pretrains it; the shared relative-position table of a
+# pretraining checkpoint is expanded per block and resized 14x14 -> 32x32 when loaded.
+# Pretrained weights, one key (`--cfg-options model.backbone.init_cfg.checkpoint=PATH`): a PeCo
+# pretraining checkpoint ('backbone.*' keys) or a file from tools/convert_checkpoint.py.
+# `model.backbone.init_cfg=None` trains from scratch.
+backbone = dict(
+    _delete_=True,
+    type='PeCoViT',
+    arch='base',
+    img_size=(512, 512),
+    patch_size=16,
+    qkv_bias='qv',
+    use_abs_pos_emb=False,
+    rel_pos_bias='per_block',
+    layer_scale_init_value=0.1,
+    drop_path_rate=0.2,
+    out_type='featmap',  # out_indices default: blocks 4/6/8/12 -> strides 4/8/16/32
+    final_norm=False,  # BEiT's dense heads take the raw block outputs
+    pyramid=dict(norm_cfg=bn),
+    init_cfg=dict(type='Pretrained', checkpoint='pretrain/peco_vitb_800e.pth'))
+
+# AdamW 3e-4, wd 0.05, layer decay 0.65 over the 12 blocks (patch embedding: 0.65^13 = 0.0037x)
+optim_wrapper = dict(
+    optimizer=dict(_delete_=True, type='AdamW', lr=3e-4, betas=(0.9, 0.999), weight_decay=0.05),
+    constructor='LayerDecayOptimWrapperConstructor',
+    paramwise_cfg=dict(layer_decay_rate=0.65))
+# 1500 linear warm-up iterations, then linear decay to 0 at 160k (poly with power 1)
+param_scheduler = [
+    dict(type='LinearLR', start_factor=1e-6, by_epoch=False, begin=0, end=1500),
+    dict(type='PolyLR', eta_min=0.0, power=1.0, by_epoch=False, begin=1500, end=160000),
+]
+# batch 16 = 8 GPUs x 2 images; 160k iterations x 16 images = 2.56M crops (~127 epochs)
+train_dataloader = dict(batch_size=2)
