@@ -1,7 +1,8 @@
 # peco_mm: the two commands a user needs, `make demo` and `make test`; both install on first use.
 VENV ?= .venv
 PY := $(VENV)/bin/python
-# xdist workers for the test suite (2 cores here); `make test PYTEST_WORKERS=0` runs serially
+# xdist workers for the test suite (2 cores here); `make test PYTEST_WORKERS=0` runs serially.
+# loadfile keeps a module on one worker, so module fixtures (a tiny training run) run once.
 PYTEST_WORKERS ?= 2
 WORK_DIR ?= work_dirs/demo
 
@@ -11,7 +12,7 @@ install:
 	@bash tools/install.sh
 
 test: install
-	$(PY) -m pytest tests -q -n $(PYTEST_WORKERS) --durations=15
+	$(PY) -m pytest tests -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15
 
 demo: install
 	$(PY) tools/demo.py --work-dir $(WORK_DIR)

@@ -25,10 +25,17 @@ CORE_MODULES = [
     'peco_mm.models',
     'peco_mm.engine',
     'peco_mm.datasets.seg_checks',
+    'peco_mm.tokenizer',
+    'peco_mm.engine.hooks',
+    'peco_mm.evaluation',
 ]
 # module -> the host packages it needs; skipped (not an error) when one is missing
 OPTIONAL_MODULES: dict[str, tuple[str, ...]] = {
     'peco_mm.datasets.coco_checks': ('mmdet',),
+    'peco_mm.datasets.mim_transforms': ('mmcv',),
+    'peco_mm.models.mim_head': (),
+    'peco_mm.models.peco': ('mmpretrain',),
+    'peco_mm.models.peco_mae': ('mmpretrain',),
 }
 
 _registered = False

@@ -1,6 +1,5 @@
 """Layer-decay groups and lr scales against the closed form rate ** (L + 1 - depth)."""
 import pytest
-import torch
 import torch.nn as nn
 from mmengine.registry import OPTIM_WRAPPER_CONSTRUCTORS
 

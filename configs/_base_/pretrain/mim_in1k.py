@@ -1,0 +1,39 @@
+# ImageNet-1K for BEiT-style masked image modeling (PeCo Sec. 3.3, "the same setup as BEiT"):
+# colour jitter 0.4, flip, one random-resized crop (scale 0.08-1) resized twice -- `img_size`
+# for the ViT and `target_size` for the tokenizer -- and 75 of the 14x14 = 196 patches masked
+# block-wise (blocks of >= 16 patches, aspect 0.3..1/0.3).
+# PeCo's tokenizer sees 224 px (16x down -> 14x14 codes = the ViT's 224/16 patch grid).
+# A config that changes a size restates `train_pipeline` (lists are replaced, not merged).
+dataset_type = 'ImageNet'
+data_root = 'data/imagenet'  # DATA_ROOT/train/<class>/*.JPEG (+ meta/train.txt)
+
+data_preprocessor = dict(
+    type='TwoNormDataPreprocessor',
+    # view 1 (ViT): ImageNet statistics on 0..255 RGB
+    mean=[123.675, 116.28, 103.53],
+    std=[58.395, 57.12, 57.375],
+    # view 2 (tokenizer): 0..255 -> [-1, 1], the PeCoTokenizer's input range
+    second_mean=[127.5, 127.5, 127.5],
+    second_std=[127.5, 127.5, 127.5],
+    to_rgb=True)
+
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='ColorJitter', brightness=0.4, contrast=0.4, saturation=0.4, hue=0.),
+    dict(type='RandomFlip', prob=0.5, direction='horizontal'),
+    dict(type='RandomResizedCropAndInterpolationWithTwoPic', size=224, second_size=224,
+         interpolation='bicubic', second_interpolation='bicubic', scale=(0.08, 1.0)),
+    dict(type='BlockwiseMaskGenerator', input_size=14, num_masking_patches=75,
+         min_num_patches=16, min_aspect=0.3),
+    dict(type='PackInputs'),
+]
+
+train_dataloader = dict(
+    batch_size=256,  # per GPU; 8 GPUs x 256 = the paper's 2048
+    num_workers=10,
+    persistent_workers=True,
+    pin_memory=True,
+    sampler=dict(type='DefaultSampler', shuffle=True),
+    collate_fn=dict(type='default_collate'),
+    dataset=dict(type=dataset_type, data_root=data_root, split='train',
+                 pipeline=train_pipeline))

@@ -1,0 +1,44 @@
+"""PeCo_MAE ViT-B/16, 800 epochs (paper appendix A, Table 8: 84.2 IN-1K, 48.2 ADE20K mIoU,
+47.3/42.2 COCO box/mask AP): MAE's asymmetric encoder-decoder predicting the PeCo codes of
+the 75% randomly masked patches.
+
+The paper gives no PeCo_MAE settings; these are MAE's (He et al. 2022): ViT-B with qkv bias
+and absolute positions, decoder 512-d x 8 blocks, random masking 0.75, crop scale 0.2-1, no
+colour jitter, AdamW lr 2.4e-3 = 1.5e-4 x 4096 / 256 at total batch 4096 (8 GPUs x 512;
+scale linearly with the batch), betas (0.9, 0.95), weight decay 0.05, 40 warm-up epochs,
+cosine to 0, no drop path, no gradient clipping.
+
+Fine-tuning a PeCo_MAE checkpoint: use configs/peco/finetune_vitb_in1k.py with MAE's ViT,
+    --cfg-options model.backbone.qkv_bias=qkv model.backbone.use_abs_pos_emb=True
+                  model.backbone.rel_pos_bias=none model.backbone.layer_scale_init_value=0.0
+"""
+_base_ = './pretrain_vitb_in1k_800e.py'
+
+model = dict(
+    type='PeCoMAE',
+    mask_ratio=0.75,
+    backbone=dict(qkv_bias='qkv', use_abs_pos_emb=True, rel_pos_bias='none',
+                  layer_scale_init_value=0.0, drop_path_rate=0.0, use_mask_token=False),
+    neck=dict(type='PeCoMAEDecoder', grid=14, embed_dims=512, num_layers=8, num_heads=16))
+
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='RandomResizedCropAndInterpolationWithTwoPic', size=224, second_size=224,
+         interpolation='bicubic', second_interpolation='bicubic', scale=(0.2, 1.0)),
+    dict(type='RandomFlip', prob=0.5, direction='horizontal'),
+    dict(type='PackInputs'),  # masks are drawn on the device by PeCoMAE
+]
+train_dataloader = dict(batch_size=512, dataset=dict(pipeline=train_pipeline))
+
+optim_wrapper = dict(
+    optimizer=dict(lr=2.4e-3, betas=(0.9, 0.95), weight_decay=0.05),
+    clip_grad=None,
+    # the decoder's mask token gets no weight decay either (MAE)
+    paramwise_cfg=dict(custom_keys={'neck.mask_token': dict(decay_mult=0.0)}))
+param_scheduler = [
+    dict(type='LinearLR', start_factor=1e-4, by_epoch=True, begin=0, end=40,
+         convert_to_iter_based=True),
+    dict(type='CosineAnnealingLR', eta_min=0.0, by_epoch=True, begin=40, end=800,
+         convert_to_iter_based=True),
+]
+auto_scale_lr = dict(base_batch_size=4096)

@@ -1,0 +1,274 @@
+"""EMA vector quantizer (van den Oord et al. 2017, appendix; PeCo Sec. 3.1 and "Vector
+Quantizer" in Sec. 3.4): exact nearest-codeword search, an exponential-moving-average codebook,
+commitment loss β·||sg[q] - z||², straight-through gradients, data / k-means initialisation and
+dead-code restarts from current encoder outputs.
+
+With the EMA update, the codebook term ||sg[z] - q||² of Eq. 5 is replaced by the moving
+averages (it would give the codebook no gradient anyway); `loss` is the commitment term.
+
+Distributed: the per-step counts and sums are all-reduced and initialisation / restarts are
+drawn on rank 0 and broadcast, so every rank holds the same codebook after every step.
+
+Plain PyTorch, no registry. Contract (vector-quantize-pytorch style):
+    quantized, codes, loss = vq(z)          # z (B, D, h, w) -> (B, D, h, w), (B, h, w), ()
+    vectors = vq.codes_to_vectors(codes)    # (B, h, w) -> (B, D, h, w)
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+import torch.nn.functional as F
+
+INIT_CHOICES = ('data', 'kmeans', 'random')
+
+
+# ---- distributed helpers (no-ops in a single process) -----------------------------------------
+def _dist_on() -> bool:
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def _all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
+    if _dist_on():
+        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    return t
+
+
+def _broadcast(t: torch.Tensor) -> torch.Tensor:
+    if _dist_on():
+        dist.broadcast(t, src=0)
+    return t
+
+
+def _all_gather_rows(x: torch.Tensor) -> torch.Tensor:
+    """Concatenate (N_r, D) rows of every rank (ranks may hold different N_r)."""
+    if not _dist_on():
+        return x
+    n = torch.tensor([x.shape[0]], device=x.device)
+    sizes = [torch.zeros_like(n) for _ in range(dist.get_world_size())]
+    dist.all_gather(sizes, n)
+    max_n = int(max(s.item() for s in sizes))
+    padded = x.new_zeros(max_n, x.shape[1])
+    padded[:x.shape[0]] = x
+    out = [torch.zeros_like(padded) for _ in sizes]
+    dist.all_gather(out, padded)
+    return torch.cat([o[:int(s.item())] for o, s in zip(out, sizes)])
+
+
+# ---- nearest search -----------------------------------------------------------------------------
+def nearest_codes(x: torch.Tensor, codebook: torch.Tensor, max_chunk_elems: int = 1 << 24
+                  ) -> torch.Tensor:
+    """Exact argmin_k ||x_i - e_k||² for (N, D) rows against a (K, D) codebook: (N,) long.
+
+    Rows are processed in chunks so that at most `max_chunk_elems` distances (N_chunk × K)
+    exist at once: 2^24 fp32 distances = 64 MiB, whatever N is. Computed in at least fp32.
+    """
+    dtype = torch.promote_types(x.dtype, torch.float32)
+    x = x.to(dtype)
+    e = codebook.to(dtype)
+    e_sq = (e * e).sum(1)  # (K,)
+    K = e.shape[0]
+    step = max(1, max_chunk_elems // max(K, 1))
+    out = torch.empty(x.shape[0], dtype=torch.long, device=x.device)
+    for s in range(0, x.shape[0], step):
+        xc = x[s:s + step]  # (n, D)
+        # ||x||² is constant per row: argmin of ||e||² - 2 x·e
+        d = torch.addmm(e_sq.unsqueeze(0), xc, e.t(), beta=1.0, alpha=-2.0)  # (n, K)
+        out[s:s + step] = d.argmin(1)
+    return out
+
+
+def kmeans(x: torch.Tensor, k: int, iters: int = 10, generator: torch.Generator | None = None
+           ) -> torch.Tensor:
+    """Lloyd's k-means on (N, D) rows, initialised from random rows; empty clusters keep their
+    previous centre. Returns (k, D)."""
+    idx = _sample_rows(x.shape[0], k, x.device, generator)
+    centres = x[idx].clone()
+    for _ in range(iters):
+        a = nearest_codes(x, centres)
+        sums = torch.zeros_like(centres).index_add_(0, a, x)
+        counts = torch.bincount(a, minlength=k).to(x.dtype)
+        nonempty = counts > 0
+        centres[nonempty] = sums[nonempty] / counts[nonempty, None]
+    return centres
+
+
+def _sample_rows(n: int, k: int, device, generator=None) -> torch.Tensor:
+    if n >= k:
+        return torch.randperm(n, generator=generator, device='cpu')[:k].to(device)
+    return torch.randint(n, (k,), generator=generator, device='cpu').to(device)
+
+
+# ---- the quantizer -------------------------------------------------------------------------------
+class EMAVectorQuantizer(nn.Module):
+    """EMA codebook quantizer; see the module docstring.
+
+    Args:
+        num_embeddings: K, the codebook size (8192 in the paper).
+        embed_dims: D, the codeword width.
+        decay: EMA decay of the counts and sums (0.99).
+        beta: commitment weight β (0.25).
+        eps: Laplace smoothing of the counts.
+        init: 'data' (random encoder outputs of the first batch, gathered over ranks),
+            'kmeans' (k-means on them), 'random' (normal init, no data).
+        kmeans_iters: Lloyd iterations for init='kmeans'.
+        restart_threshold: codes whose EMA count (expected assignments per step, over all
+            ranks) falls below this are restarted from random current encoder outputs;
+            0 disables restarts.
+        restart_interval: check for dead codes every this many training steps.
+        max_chunk_elems: bound on the distance matrix held at once during search.
+    """
+
+    def __init__(self, num_embeddings: int = 8192, embed_dims: int = 256, decay: float = 0.99,
+                 beta: float = 0.25, eps: float = 1e-5, init: str = 'data',
+                 kmeans_iters: int = 10, restart_threshold: float = 1.0,
+                 restart_interval: int = 1, max_chunk_elems: int = 1 << 24) -> None:
+        super().__init__()
+        if num_embeddings < 2:
+            raise ValueError(f'num_embeddings={num_embeddings}; needs at least 2 codes')
+        if embed_dims < 1:
+            raise ValueError(f'embed_dims={embed_dims} must be positive')
+        if not 0.0 <= decay < 1.0:
+            raise ValueError(f'decay={decay}; allowed: 0 <= decay < 1')
+        if beta < 0:
+            raise ValueError(f'beta={beta} must be >= 0')
+        if init not in INIT_CHOICES:
+            raise ValueError(f'init={init!r}; allowed: {INIT_CHOICES}')
+        if restart_threshold < 0 or restart_interval < 1:
+            raise ValueError(f'restart_threshold={restart_threshold} must be >= 0 and '
+                             f'restart_interval={restart_interval} >= 1')
+        self.num_embeddings = num_embeddings
+        self.embed_dims = embed_dims
+        self.decay = decay
+        self.beta = beta
+        self.eps = eps
+        self.init = init
+        self.kmeans_iters = kmeans_iters
+        self.restart_threshold = restart_threshold
+        self.restart_interval = restart_interval
+        self.max_chunk_elems = max_chunk_elems
+
+        embedding = torch.randn(num_embeddings, embed_dims)
+        self.register_buffer('embedding', embedding)  # (K, D), the codebook
+        self.register_buffer('cluster_size', torch.ones(num_embeddings))  # EMA counts (K,)
+        self.register_buffer('embed_sum', embedding.clone())  # EMA sums (K, D)
+        self.register_buffer('initted', torch.tensor(init == 'random'))
+        self.register_buffer('steps', torch.zeros((), dtype=torch.long))
+        # health statistics over a logging window (read and reset by CodebookHealthHook)
+        self.register_buffer('window_counts', torch.zeros(num_embeddings), persistent=False)
+        self.register_buffer('window_restarts', torch.zeros((), dtype=torch.long),
+                             persistent=False)
+        self.register_buffer('total_restarts', torch.zeros((), dtype=torch.long))
+
+    # ---- public API -----------------------------------------------------------------------
+    def forward(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """z (B, D, h, w) -> quantized (B, D, h, w) with straight-through gradient,
+        codes (B, h, w) long, commitment loss (scalar)."""
+        B, D, h, w = z.shape
+        if D != self.embed_dims:
+            raise ValueError(f'quantizer expects {self.embed_dims} channels, got {D}')
+        flat = z.permute(0, 2, 3, 1).reshape(-1, D).float()  # (N, D)
+        update = self.training and torch.is_grad_enabled()
+        if update and not bool(self.initted):
+            self.initialise_codebook(flat.detach())
+        codes = self.quantize(flat.detach())  # (N,)
+        if update:
+            self.ema_update(flat.detach(), codes)
+            if self.restart_threshold > 0 and int(self.steps) % self.restart_interval == 0:
+                self.restart_dead_codes(flat.detach())
+        q = F.embedding(codes, self.embedding)  # (N, D)
+        loss = self.beta * F.mse_loss(flat, q.detach())
+        q = flat + (q - flat).detach()  # straight-through
+        quantized = q.view(B, h, w, D).permute(0, 3, 1, 2).to(z.dtype)  # (B, D, h, w)
+        return quantized, codes.view(B, h, w), loss
+
+    def quantize(self, flat: torch.Tensor) -> torch.Tensor:
+        """(N, D) vectors -> (N,) indices of the nearest codewords (exact, chunked)."""
+        return nearest_codes(flat, self.embedding, self.max_chunk_elems)
+
+    def codes_to_vectors(self, codes: torch.Tensor) -> torch.Tensor:
+        """(B, h, w) long -> (B, D, h, w) codewords."""
+        if codes.dtype not in (torch.long, torch.int32, torch.int64):
+            raise TypeError(f'codes must be integer indices, got {codes.dtype}')
+        if codes.numel() and (int(codes.min()) < 0 or int(codes.max()) >= self.num_embeddings):
+            raise ValueError(f'codes must lie in [0, {self.num_embeddings}), got '
+                             f'[{int(codes.min())}, {int(codes.max())}]')
+        return F.embedding(codes.long(), self.embedding).permute(0, 3, 1, 2)
+
+    # ---- training steps ---------------------------------------------------------------------
+    @torch.no_grad()
+    def initialise_codebook(self, flat: torch.Tensor) -> None:
+        """Codebook from current encoder outputs of all ranks (rank 0 draws, then broadcasts)."""
+        data = _all_gather_rows(flat)
+        K = self.num_embeddings
+        if self.init == 'kmeans':
+            new = kmeans(data, K, self.kmeans_iters)
+        else:
+            new = data[_sample_rows(data.shape[0], K, data.device)]
+            if data.shape[0] < K:  # fewer vectors than codes: jitter the repeats
+                new = new + 1e-3 * new.std() * torch.randn_like(new)
+        new = _broadcast(new.contiguous())
+        self.embedding.copy_(new)
+        self.embed_sum.copy_(new)
+        self.cluster_size.fill_(1.0)
+        self.initted.fill_(True)
+
+    @torch.no_grad()
+    def ema_update(self, flat: torch.Tensor, codes: torch.Tensor) -> None:
+        """N_k ← γ N_k + (1-γ) n_k;  m_k ← γ m_k + (1-γ) Σ_{c_i=k} z_i;  e_k = m_k / Ñ_k,
+        with n_k and the sums all-reduced over ranks and Ñ the Laplace-smoothed counts."""
+        K = self.num_embeddings
+        counts = torch.bincount(codes, minlength=K).to(flat.dtype)  # (K,)
+        sums = torch.zeros(K, flat.shape[1], device=flat.device, dtype=flat.dtype)
+        sums.index_add_(0, codes, flat)  # (K, D)
+        _all_reduce_sum(counts)
+        _all_reduce_sum(sums)
+        g = self.decay
+        self.cluster_size.mul_(g).add_(counts, alpha=1 - g)
+        self.embed_sum.mul_(g).add_(sums, alpha=1 - g)
+        n = self.cluster_size.sum()
+        smoothed = (self.cluster_size + self.eps) / (n + K * self.eps) * n
+        self.embedding.copy_(self.embed_sum / smoothed.unsqueeze(1))
+        self.window_counts.add_(counts)
+        self.steps.add_(1)
+
+    @torch.no_grad()
+    def restart_dead_codes(self, flat: torch.Tensor) -> int:
+        """Replace codes with EMA count < restart_threshold by random current encoder outputs
+        (gathered over ranks, drawn on rank 0, broadcast). Returns how many were restarted."""
+        dead = self.cluster_size < self.restart_threshold  # (K,), identical on every rank
+        n_dead = int(dead.sum())
+        if n_dead == 0:
+            return 0
+        data = _all_gather_rows(flat)
+        new = data[_sample_rows(data.shape[0], n_dead, data.device)]
+        new = _broadcast(new.contiguous())
+        self.embedding[dead] = new
+        self.embed_sum[dead] = new * self.restart_threshold
+        self.cluster_size[dead] = self.restart_threshold
+        self.window_restarts.add_(n_dead)
+        self.total_restarts.add_(n_dead)
+        return n_dead
+
+    # ---- health ----------------------------------------------------------------------------------
+    @torch.no_grad()
+    def pop_window_stats(self) -> dict[str, float]:
+        """Usage (fraction of codes used), perplexity and restarts since the last call."""
+        stats = codebook_stats(self.window_counts)
+        stats['restarts'] = float(self.window_restarts)
+        self.window_counts.zero_()
+        self.window_restarts.zero_()
+        return stats
+
+
+def codebook_stats(counts: torch.Tensor) -> dict[str, float]:
+    """From per-code counts: usage = fraction of codes used at least once; perplexity =
+    exp(entropy of the code distribution), between 1 and K (K = uniform use)."""
+    counts = counts.double()
+    total = counts.sum()
+    usage = float((counts > 0).double().mean())
+    if total <= 0:
+        return dict(usage=usage, perplexity=0.0)
+    p = counts / total
+    ent = -(p[p > 0] * p[p > 0].log()).sum()
+    return dict(usage=usage, perplexity=float(ent.exp()))

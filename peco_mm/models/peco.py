@@ -1,0 +1,207 @@
+"""PeCo: BERT pre-training of a ViT over a perceptual codebook (Dong et al., AAAI 2023, Sec. 3.3).
+
+For an image x, block-wise masked patches are replaced by a learnable [MASK] embedding; the
+ViT's last hidden states h^t at the masked positions t ∈ M are classified into the K codewords
+of the frozen perceptual tokenizer, k^t = q(Enc(x))^t, with the cross-entropy of Eq. 7.
+
+The step never synchronises with the host: masks carry a fixed count M per image (see
+`peco_mm.datasets.BlockwiseMaskGenerator`), so the masked positions are gathered with static
+shapes (top-k of the mask, not `feats[mask]`), and the count is checked on the device.
+"""
+from __future__ import annotations
+
+import os.path as osp
+
+import torch
+import torch.nn as nn
+from mmpretrain.models.selfsup.base import BaseSelfSupervisor
+from mmpretrain.registry import MODELS as MMPRETRAIN_MODELS
+
+from ..registry import MODELS
+
+
+@MODELS.register_module()
+class PeCo(BaseSelfSupervisor):
+    """The MIM algorithm: PeCoViT with a mask token, a frozen tokenizer, a K-way head.
+
+    Args:
+        backbone: a `PeCoViT` config with `use_mask_token=True` (out_type is ignored: the
+            loss reads `forward_features`).
+        head: a `PeCoMIMHead` config; `in_channels` defaults to the backbone (or neck) width,
+            `num_classes` to the tokenizer's codebook size, and must equal it when given.
+        target_generator: the frozen tokenizer: a `PeCoTokenizer` (anything with
+            `encode(img) -> (B, h, w) codes`), or a generator returning (B, K, h, w) logits
+            such as mmpretrain's `DALL-E`. Its weights come from its `init_cfg`
+            (`dict(type='Pretrained', checkpoint=...)`), checked when the model is built.
+        num_masked: masked patches per image; None reads it from the first batch (one host
+            read, once) and then only checks it on the device.
+        require_target_checkpoint: refuse a tokenizer config without pretrained weights
+            (random targets teach nothing). Benchmarks and tests switch it off.
+        data_preprocessor: mmpretrain's `TwoNormDataPreprocessor` for two views (ViT input,
+            tokenizer input) or `SelfSupDataPreprocessor` for one view fed to both.
+    """
+
+    def __init__(self,
+                 backbone: dict,
+                 head: dict,
+                 target_generator: dict | nn.Module,
+                 num_masked: int | None = None,
+                 require_target_checkpoint: bool = True,
+                 data_preprocessor: dict | nn.Module | None = None,
+                 init_cfg: dict | list | None = None,
+                 neck: dict | None = None) -> None:
+        if target_generator is None:
+            raise ValueError(f'{type(self).__name__} needs a target_generator (the frozen '
+                             'tokenizer, e.g. dict(type="PeCoTokenizer", ...))')
+        if require_target_checkpoint and isinstance(target_generator, dict):
+            check_target_checkpoint(target_generator)
+        if num_masked is not None and num_masked < 1:
+            raise ValueError(f'num_masked={num_masked}; allowed: None or a positive int')
+        # shapes come from the parts: the head's width from the module before it, its
+        # classes from the tokenizer (a value given in the config is checked against it)
+        backbone, target_generator = build(backbone), build(target_generator)
+        if isinstance(neck, dict):
+            neck = build(dict(neck, in_channels=neck.get('in_channels', backbone.embed_dims)))
+        head = dict(head) if isinstance(head, dict) else head
+        if isinstance(head, dict):
+            head.setdefault('in_channels', getattr(neck, 'embed_dims', backbone.embed_dims))
+            k = codebook_size(target_generator)
+            if k is not None:
+                head.setdefault('num_classes', k)
+        super().__init__(backbone=backbone, neck=neck, head=head,
+                         target_generator=target_generator,
+                         data_preprocessor=data_preprocessor, init_cfg=init_cfg)
+        self.num_masked = num_masked
+        self.check_parts()
+        self.freeze_target_generator()
+
+    # ---- construction checks -------------------------------------------------------------
+    def check_parts(self) -> None:
+        if getattr(self.backbone, 'mask_token', None) is None:
+            raise ValueError('PeCo: backbone has no mask token; build PeCoViT with '
+                             'use_mask_token=True')
+        self.check_codebook_size(codebook_size(self.target_generator))
+
+    def check_codebook_size(self, k: int | None) -> None:
+        if k is not None and k != self.head.num_classes:
+            raise ValueError(
+                f'{type(self).__name__}: tokenizer codebook size {k} (target_generator) != '
+                f'head classes {self.head.num_classes} (head.num_classes); set '
+                f'head.num_classes={k}')
+
+    def freeze_target_generator(self) -> None:
+        self.target_generator.requires_grad_(False)
+        self.target_generator.eval()
+
+    def train(self, mode: bool = True) -> 'PeCo':
+        super().train(mode)
+        self.target_generator.eval()  # EMA codebooks, GroupNorm/BN statistics stay fixed
+        return self
+
+    # ---- steps ----------------------------------------------------------------------------
+    @torch.no_grad()
+    def tokenize(self, img: torch.Tensor) -> torch.Tensor:
+        """The frozen tokenizer's codes of the target view: (B, h, w) long, no grad."""
+        if self.target_generator.training:
+            raise RuntimeError('PeCo: the target generator is in training mode; it must stay '
+                               'frozen (do not call .train() on it)')
+        tg = self.target_generator
+        if hasattr(tg, 'encode'):
+            codes = tg.encode(img)  # (B, h, w)
+        else:
+            logits = tg(img)  # (B, K, h, w), e.g. DALL-E
+            self.check_codebook_size(logits.shape[1])
+            codes = logits.argmax(dim=1)
+        return codes.long()
+
+    def masked_positions(self, mask: torch.Tensor) -> torch.Tensor:
+        """(B, N) bool mask -> (B, M) indices of its masked patches, M fixed, no host sync."""
+        B, N = mask.shape
+        if self.num_masked is None:  # read once; later batches are checked on the device
+            self.num_masked = int(mask[0].sum())
+        M = self.num_masked
+        if not 0 < M <= N:
+            raise ValueError(f'PeCo: {M} masked patches for a grid of {N}')
+        torch._assert_async(
+            (mask.sum(dim=1) == M).all(),
+            f'PeCo: every mask must have exactly num_masked={M} patches (BlockwiseMaskGenerator '
+            'gives an exact count)')
+        return mask.float().topk(M, dim=1, sorted=False).indices  # (B, M)
+
+    def loss(self, inputs: list[torch.Tensor], data_samples: list) -> dict[str, torch.Tensor]:
+        """Eq. 7: cross-entropy of the head's logits against the codes at masked positions."""
+        img, target_img = inputs[0], inputs[-1]  # one view serves both when only one is given
+        mask = torch.stack([ds.mask for ds in data_samples]).flatten(1).bool()  # (B, N)
+        codes = self.tokenize(target_img)  # (B, h, w), before the ViT so its memory is freed
+        grid = patch_grid(self.backbone, img)
+        if tuple(codes.shape[-2:]) != grid or grid[0] * grid[1] != mask.shape[1]:
+            raise ValueError(
+                f'PeCo: tokenizer latent grid {tuple(codes.shape[-2:])} (from a '
+                f'{tuple(target_img.shape[-2:])} target view) != ViT patch grid {grid} (from a '
+                f'{tuple(img.shape[-2:])} input, patch {self.backbone.patch_size}), mask has '
+                f'{mask.shape[1]} patches; make target size / tokenizer downsample equal '
+                'image size / patch size and the mask generator input_size equal the grid')
+        ids = self.masked_positions(mask)  # (B, M)
+        feats = self.backbone.forward_features(img, mask)[:, 1:]  # (B, N, C), cls dropped
+        feats = gather_tokens(feats, ids)  # (B, M, C)
+        target = codes.flatten(1).gather(1, ids)  # (B, M)
+        return self.head.loss(feats, target)
+
+    def extract_feat(self, inputs: torch.Tensor | list[torch.Tensor]):
+        img = inputs[0] if isinstance(inputs, (list, tuple)) else inputs
+        return self.backbone(img)
+
+    @torch.no_grad()
+    def predict_codes(self, img: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Predicted codes at every position of a masked image: (B, h, w) long."""
+        grid = patch_grid(self.backbone, img)
+        feats = self.backbone.forward_features(img, mask.flatten(1).bool())[:, 1:]
+        return self.head(feats).argmax(-1).reshape(img.shape[0], *grid)
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+def build(cfg: dict | nn.Module | None) -> nn.Module | None:
+    return MMPRETRAIN_MODELS.build(cfg) if isinstance(cfg, dict) else cfg
+
+
+def gather_tokens(x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """x (B, N, C), ids (B, M) -> (B, M, C)."""
+    return x.gather(1, ids.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
+
+
+def patch_grid(backbone: nn.Module, img: torch.Tensor) -> tuple[int, int]:
+    p = backbone.patch_size
+    return (-(-img.shape[-2] // p), -(-img.shape[-1] // p))
+
+
+def codebook_size(tg: nn.Module) -> int | None:
+    """K of a tokenizer, when it says it (`num_embeddings` / `vocab_size`)."""
+    for name in ('num_embeddings', 'codebook_size', 'vocab_size'):
+        k = getattr(tg, name, None)
+        if isinstance(k, int):
+            return k
+    return None
+
+
+def check_target_checkpoint(cfg: dict) -> None:
+    """Fail at build time, naming the key, when the tokenizer's weights are not given/found."""
+    path, key = None, None
+    for k in ('checkpoint', 'pretrained'):
+        if cfg.get(k):
+            path, key = cfg[k], f'target_generator.{k}'
+    init_cfgs = cfg.get('init_cfg') or []
+    for i, init in enumerate(init_cfgs if isinstance(init_cfgs, list) else [init_cfgs]):
+        if init.get('type') == 'Pretrained':
+            path = init.get('checkpoint')
+            key = 'target_generator.init_cfg' + (f'[{i}]' if isinstance(init_cfgs, list) else '')
+            key += '.checkpoint'
+    if path is None:
+        raise ValueError(
+            f'PeCo: the tokenizer ({cfg.get("type")}) has no pretrained weights: set '
+            "target_generator.init_cfg=dict(type='Pretrained', checkpoint=TOKENIZER.pth) to a "
+            'trained tokenizer (configs/peco/tokenizer_*.py); random targets teach nothing')
+    if '://' not in str(path) and not osp.isfile(path):
+        raise FileNotFoundError(
+            f'PeCo: tokenizer checkpoint {path!r} ({key}) not found; train one with '
+            'tools/train.py configs/peco/tokenizer_vqvae_in1k.py or pass '
+            f'--cfg-options model.{key}=PATH')

@@ -1,0 +1,10 @@
+"""The PeCo tokenizer: VQ-VAE encoder/decoder, perceptual loss, discriminator, model."""
+from .cnn import CNNDecoder, CNNEncoder
+from .discriminator import PatchDiscriminator
+from .perceptual import PerceptualLoss
+from .tokenizer import (INPUT_MEAN, INPUT_STD, PeCoTokenizer, TokenizerDataPreprocessor,
+                        load_tokenizer_state)
+
+__all__ = ['CNNDecoder', 'CNNEncoder', 'INPUT_MEAN', 'INPUT_STD', 'PatchDiscriminator',
+           'PeCoTokenizer', 'PerceptualLoss', 'TokenizerDataPreprocessor',
+           'load_tokenizer_state']

@@ -1,0 +1,244 @@
+"""Perceptual loss of PeCo (Eq. 4): L = Σ_{l∈S} 1/(C_l H_l W_l) ||f_l(x) - f_l(x̂)||²,
+with f_l the channel-normalised activations of layer l of a frozen network.
+
+Networks (paper Sec. 3.2 and Table 5):
+- 'vit': ViT-B (default MoCo v3, 100 epochs) at blocks 3/6/9/12; any checkpoint format the
+  converter reads (MoCo v3, DINO, timm, MAE, BEiT, mmpretrain, peco_mm) through
+  `peco_mm.models.convert.load_pretrained_vit`;
+- 'resnet50': torchvision ResNet-50 at the end of each stage (layer1..layer4); torchvision or
+  MoCo (v1/v2 `module.encoder_q.*`, v3 `module.base_encoder.*`) state dicts;
+- 'vgg16': torchvision VGG16 at the end of each stage (relu1_2 ... relu5_3), torchvision format.
+
+The network is frozen and always in eval mode. Images arrive in the tokenizer's [-1, 1] range
+and are mapped to the network's normalisation (ImageNet mean/std by default). The checkpoint
+is loaded when the loss is built, i.e. before the first iteration, and a missing or unfitting
+file is an error naming the path.
+"""
+from __future__ import annotations
+
+import os.path as osp
+from typing import Sequence
+
+import torch
+import torch.nn as nn
+
+NETS = ('vit', 'resnet50', 'vgg16')
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+DEFAULT_LAYERS = {'vit': (3, 6, 9, 12), 'resnet50': (1, 2, 3, 4), 'vgg16': (1, 2, 3, 4, 5)}
+# VGG16 `features` indices of the ReLU closing each stage (before each max-pool)
+VGG16_STAGE_ENDS = (3, 8, 15, 22, 29)
+
+
+class PerceptualLoss(nn.Module):
+    """Frozen-network feature distance (Eq. 4); see the module docstring.
+
+    Args:
+        net: 'vit' | 'resnet50' | 'vgg16'.
+        checkpoint: path to the network's weights; None only with allow_random=True.
+        layers: 1-based blocks (vit) or stages (resnet50, vgg16) whose features are compared.
+        allow_random: build with random weights when checkpoint is None (tests, debugging).
+        mean, std: the network's input normalisation, on a [0, 1] scale.
+        vit_cfg: PeCoViT arguments used for a random ViT, or overrides for the checkpoint's
+            inferred ones (e.g. dict(img_size=224)).
+    """
+
+    def __init__(self, net: str = 'vit', checkpoint: str | None = None,
+                 layers: Sequence[int] | None = None, allow_random: bool = False,
+                 mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
+                 vit_cfg: dict | None = None) -> None:
+        super().__init__()
+        if net not in NETS:
+            raise ValueError(f'perceptual net={net!r}; allowed: {NETS}')
+        if checkpoint is None and not allow_random:
+            raise ValueError(f'perceptual loss ({net}): set its checkpoint path in the config '
+                             '(model.perceptual_cfg.checkpoint=PATH), or perceptual_weight=0 for '
+                             'a plain pixel VQ-VAE')
+        if checkpoint is not None and not osp.isfile(str(checkpoint)):
+            raise FileNotFoundError(f'perceptual loss ({net}): checkpoint {checkpoint!r} not '
+                                    'found; set model.perceptual_cfg.checkpoint=PATH')
+        layers = tuple(layers) if layers is not None else DEFAULT_LAYERS[net]
+        self.net_name = net
+        self.checkpoint = checkpoint
+        self.layers = layers
+        if net == 'vit':
+            feat_net = build_vit(checkpoint, layers, vit_cfg or {})
+        elif net == 'resnet50':
+            feat_net = build_resnet50(checkpoint, layers)
+        else:
+            feat_net = build_vgg16(checkpoint, layers)
+        feat_net.eval()
+        for p in feat_net.parameters():
+            p.requires_grad_(False)
+        # Held outside the module tree: the frozen network is neither trained, counted, nor
+        # saved in tokenizer checkpoints (it is re-read from its own file); `_apply` still
+        # moves it with the tokenizer (.to / .cuda / .half).
+        self._frozen = [feat_net]
+        self.register_buffer('mean', torch.tensor(mean).view(1, 3, 1, 1), persistent=False)
+        self.register_buffer('std', torch.tensor(std).view(1, 3, 1, 1), persistent=False)
+
+    @property
+    def net(self) -> nn.Module:
+        return self._frozen[0]
+
+    def _apply(self, fn, *args, **kwargs):
+        super()._apply(fn, *args, **kwargs)
+        self._frozen[0]._apply(fn, *args, **kwargs)
+        return self
+
+    # ---- steps --------------------------------------------------------------------------------
+    def normalize_input(self, img: torch.Tensor) -> torch.Tensor:
+        """Tokenizer range [-1, 1] -> the network's normalisation."""
+        return ((img + 1) / 2 - self.mean.to(img.dtype)) / self.std.to(img.dtype)
+
+    def features(self, img: torch.Tensor) -> list[torch.Tensor]:
+        """Channel-normalised (B, C_l, H_l, W_l) features of each selected layer."""
+        feats = self.net(self.normalize_input(img))
+        return [f / (f.pow(2).sum(1, keepdim=True).add(1e-10).sqrt()) for f in feats]
+
+    def forward(self, img: torch.Tensor, recon: torch.Tensor,
+                reduce: bool = True) -> torch.Tensor:
+        """Eq. 4 between images and reconstructions: a scalar, or (B,) with reduce=False."""
+        with torch.no_grad():
+            target = self.features(img)
+        pred = self.features(recon)
+        per_layer = [(p - t).pow(2).flatten(1).mean(1) for p, t in zip(pred, target)]
+        loss = torch.stack(per_layer, 0).sum(0)  # (B,)
+        return loss.mean() if reduce else loss
+
+
+def quiet_init_weights(module: nn.Module) -> None:
+    """init_weights() without mmengine's per-parameter 'value is the same' log lines."""
+    import logging
+
+    from mmengine.logging import MMLogger
+    logger = MMLogger.get_current_instance()
+    level = logger.level
+    logger.setLevel(logging.WARNING)
+    try:
+        module.init_weights()
+    finally:
+        logger.setLevel(level)
+
+
+# ---- feature networks -------------------------------------------------------------------------
+class ViTFeatures(nn.Module):
+    def __init__(self, vit: nn.Module) -> None:
+        super().__init__()
+        self.vit = vit
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        return list(self.vit(x))  # out_type='featmap': (B, C, h, w) per selected block
+
+
+class ResNetFeatures(nn.Module):
+    def __init__(self, resnet: nn.Module, stages: Sequence[int]) -> None:
+        super().__init__()
+        self.resnet = resnet
+        self.stages = tuple(stages)
+        del self.resnet.fc
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        r = self.resnet
+        x = r.maxpool(r.relu(r.bn1(r.conv1(x))))
+        outs = []
+        for i in range(1, max(self.stages) + 1):
+            x = getattr(r, f'layer{i}')(x)
+            if i in self.stages:
+                outs.append(x)
+        return outs
+
+
+class VGGFeatures(nn.Module):
+    def __init__(self, features: nn.Sequential, stages: Sequence[int]) -> None:
+        super().__init__()
+        ends = [VGG16_STAGE_ENDS[s - 1] for s in stages]
+        self.features = features[:max(ends) + 1]
+        self.ends = set(ends)
+
+    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
+        outs = []
+        for i, layer in enumerate(self.features):
+            x = layer(x)
+            if i in self.ends:
+                outs.append(x)
+        return outs
+
+
+def build_vit(checkpoint: str | None, layers: Sequence[int], vit_cfg: dict) -> nn.Module:
+    from ..models.vit import PeCoViT
+    idx = [int(i) - 1 for i in layers]
+    over = dict(out_indices=idx, out_type='featmap', drop_path_rate=0.0)
+    if checkpoint is None:
+        kw = dict(arch='base', img_size=224, patch_size=16)
+        kw.update(vit_cfg)
+        kw.update(over)
+        vit = PeCoViT(**kw)
+        quiet_init_weights(vit)
+    else:
+        from ..models.convert import load_pretrained_vit
+        try:
+            vit = load_pretrained_vit(checkpoint, **{**vit_cfg, **over})
+        except Exception as err:
+            raise ValueError(f'perceptual loss (vit): cannot load {checkpoint!r} as a ViT: '
+                             f'{err}') from err
+    if max(idx) >= vit.num_layers:
+        raise ValueError(f'perceptual loss (vit): layers {tuple(layers)} but {checkpoint or "the"}'
+                         f' ViT has {vit.num_layers} blocks')
+    return ViTFeatures(vit)
+
+
+def _load_torchvision_state(checkpoint: str, net: str) -> dict:
+    from ..models.convert import load_checkpoint_file
+    try:
+        ckpt = load_checkpoint_file(checkpoint)
+    except Exception as err:
+        raise ValueError(f'perceptual loss ({net}): cannot read {checkpoint!r}: {err}') from err
+    sd = ckpt
+    for key in ('state_dict', 'model', 'module'):
+        if isinstance(sd, dict) and isinstance(sd.get(key), dict):
+            sd = sd[key]
+    if not isinstance(sd, dict):
+        raise ValueError(f'perceptual loss ({net}): {checkpoint!r} holds no state dict')
+    # MoCo v1/v2 (module.encoder_q.*), MoCo v3 (module.base_encoder.*), DDP (module.*)
+    for prefix in ('module.encoder_q.', 'module.base_encoder.', 'encoder_q.', 'base_encoder.',
+                   'module.', 'backbone.'):
+        if any(k.startswith(prefix) for k in sd):
+            sd = {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
+            break
+    return sd
+
+
+def _load_strict(model: nn.Module, sd: dict, checkpoint: str, net: str,
+                 ignore: tuple[str, ...]) -> None:
+    sd = {k: v for k, v in sd.items() if not k.startswith(ignore)}
+    own = {k for k in model.state_dict() if not k.startswith(ignore)}
+    missing = sorted(own - set(sd))
+    unexpected = sorted(set(sd) - own)
+    if missing or unexpected:
+        raise ValueError(f'perceptual loss ({net}): {checkpoint!r} does not fit torchvision '
+                         f'{net}: missing {missing[:8]}, unexpected {unexpected[:8]}')
+    model.load_state_dict(sd, strict=False)
+
+
+def build_resnet50(checkpoint: str | None, stages: Sequence[int]) -> nn.Module:
+    from torchvision.models import resnet50
+    if not stages or not set(stages) <= {1, 2, 3, 4}:
+        raise ValueError(f'perceptual loss (resnet50): layers={tuple(stages)}; allowed 1..4')
+    model = resnet50(weights=None)
+    if checkpoint is not None:
+        sd = _load_torchvision_state(checkpoint, 'resnet50')
+        _load_strict(model, sd, checkpoint, 'resnet50', ignore=('fc.',))
+    return ResNetFeatures(model, stages)
+
+
+def build_vgg16(checkpoint: str | None, stages: Sequence[int]) -> nn.Module:
+    from torchvision.models.vgg import cfgs, make_layers
+    if not stages or not set(stages) <= {1, 2, 3, 4, 5}:
+        raise ValueError(f'perceptual loss (vgg16): layers={tuple(stages)}; allowed 1..5')
+    model = nn.Module()  # torchvision's VGG16 without its 120M-parameter classifier
+    model.features = make_layers(cfgs['D'], batch_norm=False)
+    if checkpoint is not None:
+        sd = _load_torchvision_state(checkpoint, 'vgg16')
+        _load_strict(model, sd, checkpoint, 'vgg16', ignore=('classifier.',))
+    return VGGFeatures(model.features, stages)

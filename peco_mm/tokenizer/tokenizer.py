@@ -1,0 +1,456 @@
+"""PeCoTokenizer: the perceptual codebook of PeCo (Dong et al., AAAI 2023, Sec. 3.1-3.2, Eq. 5,
+appendix B): a VQ-VAE trained with
+
+    L = L_pixel + λ·L_percep (Eq. 4) + β·||sg[q] - Enc(x)||²  (+ 0.4·L_adv, ablation only)
+
+and an EMA codebook (K = 8192, D = 256). After training, the encoder and the quantizer are the
+tokenizer that produces the targets of masked image modeling.
+
+Input normalisation: `encode`, `forward` and `decode` work on RGB images scaled to [-1, 1],
+i.e. (pixel - 127.5) / 127.5, which is what `TokenizerDataPreprocessor` (the default data
+preprocessor) produces from uint8 images. `INPUT_MEAN` / `INPUT_STD` state it for other
+pipelines (e.g. the second view of a MIM data preprocessor).
+
+    tok = PeCoTokenizer.from_checkpoint('work_dirs/tokenizer/epoch_100.pth')  # frozen, no decoder
+    codes = tok.encode(img)   # (B, 3, 224, 224) in [-1, 1] -> (B, 14, 14) long in [0, 8192)
+"""
+from __future__ import annotations
+
+import math
+import os.path as osp
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from mmengine.model import BaseDataPreprocessor, BaseModel
+
+from ..layers.quantizer import EMAVectorQuantizer, codebook_stats
+from ..registry import MODELS
+from .cnn import CNNDecoder, CNNEncoder
+from .discriminator import PatchDiscriminator, discriminator_loss, generator_loss
+from .perceptual import PerceptualLoss
+
+INPUT_MEAN = (127.5, 127.5, 127.5)
+INPUT_STD = (127.5, 127.5, 127.5)
+ENCODER_TYPES = ('cnn', 'vit')
+PIXEL_LOSSES = ('l1', 'l2')
+
+
+# ---- data preprocessing -------------------------------------------------------------------------
+def to_three_channels(img: torch.Tensor, where: str = 'an input image') -> torch.Tensor:
+    """(..., C, H, W) with C in {1, 2, 3, 4} -> 3 channels: grey is repeated, alpha dropped."""
+    c = img.shape[-3]
+    if c == 3:
+        return img
+    if c in (1, 2):  # grey, grey + alpha
+        return img.narrow(-3, 0, 1).expand(*img.shape[:-3], 3, *img.shape[-2:])
+    if c == 4:  # colour + alpha
+        return img.narrow(-3, 0, 3)
+    raise ValueError(f'{where} has {c} channels; the tokenizer takes 1 (grey), 3 (colour) or '
+                     '4 (colour + alpha) channels')
+
+
+@MODELS.register_module()
+class TokenizerDataPreprocessor(BaseDataPreprocessor):
+    """uint8 images (BGR from mmcv's loader) -> RGB float in [-1, 1], stacked (B, 3, H, W).
+    1- and 4-channel images are converted to 3 channels; other counts are an error naming
+    the file."""
+
+    def __init__(self, mean: Sequence[float] = INPUT_MEAN, std: Sequence[float] = INPUT_STD,
+                 to_rgb: bool = True, non_blocking: bool = False) -> None:
+        super().__init__(non_blocking)
+        if len(mean) != 3 or len(std) != 3 or min(std) <= 0:
+            raise ValueError(f'mean={mean}, std={std}: need three values each, std > 0')
+        self.to_rgb = to_rgb
+        self.register_buffer('mean', torch.tensor(mean).view(1, 3, 1, 1), False)
+        self.register_buffer('std', torch.tensor(std).view(1, 3, 1, 1), False)
+
+    def forward(self, data: dict, training: bool = False) -> dict:
+        data = self.cast_data(data)
+        inputs, samples = data['inputs'], data.get('data_samples')
+        imgs = []
+        for i, img in enumerate(inputs):  # a list or a stacked tensor of (C, H, W)
+            imgs.append(to_three_channels(img, _describe(samples, i)))
+        sizes = {tuple(im.shape[-2:]) for im in imgs}
+        if len(sizes) > 1:
+            raise ValueError(f'images of one batch differ in size {sorted(sizes)}; crop or '
+                             'resize them to one size in the pipeline')
+        x = torch.stack(imgs).float()  # (B, 3, H, W)
+        if self.to_rgb:
+            x = x.flip(1)
+        x = (x - self.mean) / self.std
+        return dict(inputs=x, data_samples=samples)
+
+
+def _describe(samples, i: int) -> str:
+    try:
+        path = samples[i].metainfo.get('img_path')
+    except (AttributeError, IndexError, TypeError):
+        path = None
+    return f'image {path!r}' if path else f'image {i} of the batch'
+
+
+# ---- the tokenizer ----------------------------------------------------------------------------
+@MODELS.register_module()
+class PeCoTokenizer(BaseModel):
+    """VQ-VAE with perceptual loss and EMA codebook; see the module docstring.
+
+    Args:
+        encoder_type: 'cnn' (paper default) or 'vit' (ViT-B encoder / inverse-ViT decoder).
+        base_channels, channel_mult, num_res_blocks: CNN encoder; (1, 2, 4, 8, 8) on 64 is
+            the 16× default, (1, 2, 4, 8) the 8× variant, 32 with (1, 2, 4, 8, 16) the lite one.
+        decoder_base_channels, decoder_num_res_blocks: decoder overrides (None = as the
+            encoder); half channel / half depth decoders of Table 8.
+        vit_cfg: for encoder_type='vit': PeCoViT arguments of the encoder (and decoder
+            depth/width unless decoder_vit_cfg is given), e.g. dict(arch='base', img_size=224).
+        num_embeddings, embed_dims: K and D of the codebook.
+        decay, beta, codebook_init, kmeans_iters, restart_threshold, restart_interval: see
+            `EMAVectorQuantizer`.
+        pixel_loss: 'l1' (default, as Taming) or 'l2'.
+        perceptual_weight: λ of Eq. 5; 0 builds no perceptual network (a plain VQ-VAE).
+        perceptual_cfg: `PerceptualLoss` arguments (net, checkpoint, layers, ...).
+        adversarial_weight: weight of the generator's adversarial loss (0.4 in the paper's
+            ablation; 0 builds no discriminator); adversarial_start_iter: first iteration it
+            counts; discriminator_cfg: `PatchDiscriminator` arguments.
+        with_decoder: False builds encoder + quantizer only (a target generator).
+        frozen: eval mode and no gradients, always (a target generator).
+        channels_last: run `encode` in channels-last memory format.
+        encode_bf16: run `encode`'s networks in bf16 autocast on CUDA (never on CPU).
+    """
+
+    def __init__(self,
+                 encoder_type: str = 'cnn',
+                 in_channels: int = 3,
+                 base_channels: int = 64,
+                 channel_mult: Sequence[int] = (1, 2, 4, 8, 8),
+                 num_res_blocks: int = 2,
+                 decoder_base_channels: int | None = None,
+                 decoder_num_res_blocks: int | None = None,
+                 dropout: float = 0.0,
+                 vit_cfg: dict | None = None,
+                 decoder_vit_cfg: dict | None = None,
+                 num_embeddings: int = 8192,
+                 embed_dims: int = 256,
+                 decay: float = 0.99,
+                 beta: float = 0.25,
+                 codebook_init: str = 'data',
+                 kmeans_iters: int = 10,
+                 restart_threshold: float = 1.0,
+                 restart_interval: int = 1,
+                 pixel_loss: str = 'l1',
+                 perceptual_weight: float = 1.0,
+                 perceptual_cfg: dict | None = None,
+                 adversarial_weight: float = 0.0,
+                 adversarial_start_iter: int = 0,
+                 discriminator_cfg: dict | None = None,
+                 with_decoder: bool = True,
+                 frozen: bool = False,
+                 channels_last: bool = True,
+                 encode_bf16: bool = True,
+                 data_preprocessor: dict | None = None,
+                 init_cfg: dict | None = None) -> None:
+        if data_preprocessor is None:
+            data_preprocessor = dict(type='TokenizerDataPreprocessor')
+        super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
+        if encoder_type not in ENCODER_TYPES:
+            raise ValueError(f'encoder_type={encoder_type!r}; allowed: {ENCODER_TYPES}')
+        if pixel_loss not in PIXEL_LOSSES:
+            raise ValueError(f'pixel_loss={pixel_loss!r}; allowed: {PIXEL_LOSSES}')
+        if perceptual_weight < 0 or adversarial_weight < 0:
+            raise ValueError(f'perceptual_weight={perceptual_weight}, adversarial_weight='
+                             f'{adversarial_weight}: loss weights must be >= 0')
+        if in_channels != 3:
+            raise ValueError(f'in_channels={in_channels}; the tokenizer works on RGB images '
+                             '(grey and RGBA inputs are converted to 3 channels)')
+        self.encoder_type = encoder_type
+        self.pixel_loss = pixel_loss
+        self.perceptual_weight = float(perceptual_weight)
+        self.adversarial_weight = float(adversarial_weight)
+        self.adversarial_start_iter = int(adversarial_start_iter)
+        self.frozen = frozen
+        self.channels_last = channels_last
+        self.encode_bf16 = encode_bf16
+        self._iter = 0  # fallback iteration counter when no runner is around
+
+        # ---- encoder / decoder --------------------------------------------------------------
+        if encoder_type == 'cnn':
+            self.encoder = CNNEncoder(3, embed_dims, base_channels, channel_mult,
+                                      num_res_blocks, dropout)
+            self.downsample = self.encoder.downsample
+            if with_decoder:
+                self.decoder = CNNDecoder(
+                    embed_dims, 3, decoder_base_channels or base_channels, channel_mult,
+                    decoder_num_res_blocks or num_res_blocks, dropout)
+        else:
+            from .vit_codec import ViTDecoder, ViTEncoder
+            self.encoder = ViTEncoder(embed_dims, **(vit_cfg or {}))
+            self.downsample = self.encoder.downsample
+            if with_decoder:
+                self.decoder = ViTDecoder(embed_dims, **(decoder_vit_cfg or vit_cfg or {}))
+        if not with_decoder:
+            self.decoder = None
+
+        # ---- quantizer ----------------------------------------------------------------------
+        self.quantizer = EMAVectorQuantizer(num_embeddings, embed_dims, decay, beta,
+                                            init=codebook_init, kmeans_iters=kmeans_iters,
+                                            restart_threshold=restart_threshold,
+                                            restart_interval=restart_interval)
+
+        # ---- losses (checked here, i.e. before the first iteration) ----------------------------
+        self.perceptual = None
+        if self.perceptual_weight > 0 and with_decoder and not frozen:
+            self.perceptual = PerceptualLoss(**(perceptual_cfg or {}))
+        self.discriminator = None
+        if self.adversarial_weight > 0 and with_decoder and not frozen:
+            self.discriminator = PatchDiscriminator(**(discriminator_cfg or {}))
+        if self.channels_last:
+            self.encoder.to(memory_format=torch.channels_last)
+        if frozen:
+            self.freeze()
+
+    # ---- properties -------------------------------------------------------------------------
+    @property
+    def num_embeddings(self) -> int:
+        return self.quantizer.num_embeddings
+
+    @property
+    def embed_dims(self) -> int:
+        return self.quantizer.embed_dims
+
+    def num_params(self) -> dict[str, int]:
+        """Parameter counts; 'tokenizer' = encoder + codebook, as the paper and BEiT count."""
+        enc = sum(p.numel() for p in self.encoder.parameters())
+        cb = self.quantizer.embedding.numel()
+        dec = sum(p.numel() for p in self.decoder.parameters()) if self.decoder else 0
+        return dict(encoder=enc, codebook=cb, decoder=dec, tokenizer=enc + cb)
+
+    # ---- tokenizer API ----------------------------------------------------------------------
+    def encode(self, img: torch.Tensor) -> torch.Tensor:
+        """(B, 3, H, W) images in [-1, 1] -> (B, H/s, W/s) long codes, s = self.downsample.
+        Runs under inference mode (channels-last, bf16 autocast on CUDA); the codes returned
+        are ordinary tensors, usable as cross-entropy targets."""
+        self._check_size(img)
+        img = to_three_channels(img)
+        with torch.inference_mode():
+            if self.channels_last:
+                img = img.contiguous(memory_format=torch.channels_last)
+            use_bf16 = self.encode_bf16 and img.is_cuda
+            with torch.autocast('cuda', dtype=torch.bfloat16, enabled=use_bf16):
+                z = self.encoder(img)  # (B, D, h, w)
+            B, D, h, w = z.shape
+            flat = z.float().permute(0, 2, 3, 1).reshape(-1, D)  # (B*h*w, D)
+            codes = self.quantizer.quantize(flat).view(B, h, w)
+        return codes.clone()  # leave inference mode: targets may be saved for backward
+
+    def decode(self, codes: torch.Tensor) -> torch.Tensor:
+        """(B, h, w) codes -> (B, 3, h·s, w·s) images in [-1, 1]."""
+        if self.decoder is None:
+            raise RuntimeError('this PeCoTokenizer was built with with_decoder=False; load it '
+                               'with with_decoder=True to decode')
+        return self.decoder(self.quantizer.codes_to_vectors(codes)).clamp(-1, 1)
+
+    def reconstruct(self, img: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Encode, quantize (EMA update in training), decode: (recon, codes, commitment loss)."""
+        if self.decoder is None:
+            raise RuntimeError('reconstruct needs the decoder (with_decoder=True)')
+        self._check_size(img)
+        z = self.encoder(img)  # (B, D, h, w)
+        zq, codes, loss_vq = self.quantizer(z)
+        return self.decoder(zq), codes, loss_vq  # (B, 3, H, W)
+
+    # ---- mmengine entry points ----------------------------------------------------------------
+    def forward(self, inputs: torch.Tensor, data_samples: list | None = None,
+                mode: str = 'tensor'):
+        """'loss': dict of losses (and logged statistics); 'predict': one dict per image with
+        codes, reconstruction and per-image statistics for `TokenizerMetric`; 'tensor': codes."""
+        if mode == 'loss':
+            return self.loss(inputs)
+        if mode == 'predict':
+            return self.predict(inputs, data_samples)
+        if mode == 'tensor':
+            return self.encode(inputs)
+        raise ValueError(f"mode={mode!r}; allowed: 'loss', 'predict', 'tensor'")
+
+    def loss(self, img: torch.Tensor) -> dict[str, torch.Tensor]:
+        if self.frozen or self.decoder is None:
+            raise RuntimeError('a frozen / decoder-less PeCoTokenizer cannot be trained')
+        it = self.current_iter()
+        recon, codes, loss_vq = self.reconstruct(img)
+        recon = recon.float()
+        if self.pixel_loss == 'l1':
+            loss_pixel = F.l1_loss(recon, img)
+        else:
+            loss_pixel = F.mse_loss(recon, img)
+        losses = dict(loss_pixel=loss_pixel, loss_vq=loss_vq)
+        if self.perceptual is not None:
+            losses['loss_percep'] = self.perceptual_weight * self.perceptual(img, recon)
+        if self.discriminator is not None:
+            losses.update(self.adversarial_losses(img, recon, it))
+        with torch.no_grad():
+            stats = codebook_stats(torch.bincount(codes.flatten(), minlength=self.num_embeddings))
+        losses['perplexity'] = torch.tensor(stats['perplexity'], device=img.device)
+        check_finite(losses, it)
+        self._iter += 1
+        return losses
+
+    def adversarial_losses(self, img: torch.Tensor, recon: torch.Tensor, it: int
+                           ) -> dict[str, torch.Tensor]:
+        """Patch-GAN losses trained with the same optimizer step: the discriminator sees a
+        detached reconstruction; the generator's loss goes through a copy of D whose weights
+        are detached, so each loss moves only its own network. Zero weight before the start
+        iteration (computed anyway so every parameter has a gradient under DDP)."""
+        on = 1.0 if it >= self.adversarial_start_iter else 0.0
+        d = self.discriminator
+        loss_d = discriminator_loss(d(img), d(recon.detach()))
+        params = {k: v.detach() for k, v in d.named_parameters()}
+        logits_fake = torch.func.functional_call(d, params, (recon,))
+        loss_g = generator_loss(logits_fake)
+        return dict(loss_adv=on * self.adversarial_weight * loss_g, loss_disc=on * loss_d)
+
+    @torch.no_grad()
+    def predict(self, img: torch.Tensor, data_samples: list | None = None) -> list[dict]:
+        recon, codes, _ = self.reconstruct(img)
+        recon = recon.float().clamp(-1, 1)
+        pooled = self.quantizer.codes_to_vectors(codes).mean((2, 3))  # (B, D)
+        percep = (self.perceptual(img, recon, reduce=False)
+                  if self.perceptual is not None else None)
+        outs = []
+        for i in range(img.shape[0]):
+            out = dict(codes=codes[i].cpu(), pooled_codeword=pooled[i].float().cpu(),
+                       img=to_uint8(img[i]).cpu(), recon=to_uint8(recon[i]).cpu())
+            if percep is not None:
+                out['perceptual'] = float(percep[i])
+            label = _gt_label(data_samples, i)
+            if label is not None:
+                out['gt_label'] = label
+            outs.append(out)
+        return outs
+
+    # ---- target generator ----------------------------------------------------------------
+    def freeze(self) -> 'PeCoTokenizer':
+        self.frozen = True
+        for p in self.parameters():
+            p.requires_grad_(False)
+        return self.train(False)
+
+    def train(self, mode: bool = True) -> 'PeCoTokenizer':
+        return super().train(mode and not self.frozen)
+
+    def init_weights(self) -> None:
+        if self.init_cfg is not None and self.init_cfg.get('type') == 'Pretrained':
+            load_tokenizer_state(self, self.init_cfg['checkpoint'])
+            self._is_init = True
+            return
+        super().init_weights()
+
+    @classmethod
+    def from_checkpoint(cls, path: str, with_decoder: bool = False, frozen: bool = True,
+                        map_location: str = 'cpu', **overrides) -> 'PeCoTokenizer':
+        """Rebuild a trained tokenizer from an mmengine checkpoint of tools/train.py (its
+        architecture is read from the config stored in the checkpoint's meta; `overrides`
+        replace arguments, and are required for a file without one). Encoder + quantizer
+        by default, frozen in eval mode; with_decoder=True also loads the decoder."""
+        ckpt = _read(path)
+        kwargs = _model_kwargs_from_meta(ckpt)
+        kwargs.update(overrides)
+        kwargs.update(with_decoder=with_decoder, frozen=frozen, perceptual_weight=0.0,
+                      adversarial_weight=0.0)
+        model = cls(**kwargs)
+        load_tokenizer_state(model, path, ckpt)
+        return model.to(map_location)
+
+    # ---- helpers ------------------------------------------------------------------------------
+    def current_iter(self) -> int:
+        from mmengine.logging import MessageHub
+        hub = MessageHub.get_current_instance()
+        it = hub.get_info('iter') if hub is not None else None
+        return int(it) if it is not None else self._iter
+
+    def _check_size(self, img: torch.Tensor) -> None:
+        if img.dim() != 4:
+            raise ValueError(f'expected images (B, C, H, W), got shape {tuple(img.shape)}')
+        H, W = img.shape[-2:]
+        s = self.downsample
+        if H % s or W % s:
+            raise ValueError(f'image size {H}x{W} is not a multiple of the tokenizer\'s '
+                             f'downsampling factor {s}; resize or crop to a multiple of {s}')
+
+
+def check_finite(losses: dict[str, torch.Tensor], it: int) -> None:
+    """Stop training at a non-finite loss, naming the iteration and every term."""
+    stacked = torch.stack([v.detach().float().mean() for v in losses.values()])
+    if bool(torch.isfinite(stacked).all()):  # one device sync per step
+        return
+    vals = dict(zip(losses, stacked.tolist()))
+    terms = ', '.join(f'{k}={v:.6g}' for k, v in vals.items())
+    bad = [k for k, v in vals.items() if not math.isfinite(v)]
+    raise FloatingPointError(f'PeCoTokenizer: non-finite loss at iteration {it} in {bad}: '
+                             f'{terms}. Lower the learning rate, check the inputs, or use '
+                             'fp32.')
+
+
+def to_uint8(img: torch.Tensor) -> torch.Tensor:
+    """[-1, 1] float (3, H, W) -> uint8 RGB (3, H, W)."""
+    return ((img.float() + 1) * 127.5).round().clamp(0, 255).to(torch.uint8)
+
+
+def _gt_label(data_samples, i: int):
+    if not data_samples:
+        return None
+    s = data_samples[i]
+    label = getattr(s, 'gt_label', None)
+    if label is None and isinstance(s, dict):
+        label = s.get('gt_label')
+    if label is None:
+        return None
+    return int(torch.as_tensor(label).flatten()[0])
+
+
+def _read(path: str) -> dict:
+    from ..models.convert import load_checkpoint_file
+    if not path or not osp.isfile(str(path)):
+        raise FileNotFoundError(f'tokenizer checkpoint {path!r} not found')
+    ckpt = load_checkpoint_file(path)
+    if not isinstance(ckpt, dict):
+        raise ValueError(f'{path}: expected a checkpoint dict, got {type(ckpt).__name__}')
+    return ckpt
+
+
+def _model_kwargs_from_meta(ckpt: dict) -> dict:
+    cfg_text = (ckpt.get('meta') or {}).get('cfg')
+    if not cfg_text:
+        return {}
+    from mmengine.config import Config
+    model = Config.fromstring(cfg_text, '.py').get('model') or {}
+    model = model.to_dict() if hasattr(model, 'to_dict') else dict(model)
+    for key in ('type', 'data_preprocessor', 'init_cfg', 'perceptual_cfg',
+                'discriminator_cfg', 'adversarial_start_iter'):
+        model.pop(key, None)
+    return model
+
+
+TOKENIZER_PREFIXES = ('encoder.', 'quantizer.')
+
+
+def load_tokenizer_state(model: PeCoTokenizer, path: str, ckpt: dict | None = None) -> None:
+    """Load encoder + quantizer (+ decoder when the model has one) from a tokenizer
+    checkpoint; every expected key must be there, with the right shape."""
+    ckpt = ckpt if ckpt is not None else _read(path)
+    sd = ckpt.get('state_dict', ckpt)
+    for prefix in ('module.', 'target_generator.', 'tokenizer.'):
+        if any(k.startswith(prefix + 'encoder.') for k in sd):
+            sd = {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
+    wanted = TOKENIZER_PREFIXES + (('decoder.',) if model.decoder is not None else ())
+    own = {k: v for k, v in model.state_dict().items() if k.startswith(wanted)}
+    missing = sorted(set(own) - set(sd))
+    if missing:
+        raise ValueError(f'{path}: not a PeCoTokenizer checkpoint for this architecture: '
+                         f'missing {missing[:6]}{" ..." if len(missing) > 6 else ""} '
+                         f'(found e.g. {list(sd)[:4]})')
+    bad = [f'{k}: {tuple(sd[k].shape)} vs {tuple(v.shape)}' for k, v in own.items()
+           if tuple(sd[k].shape) != tuple(v.shape)]
+    if bad:
+        raise ValueError(f'{path}: shapes differ from the configured tokenizer '
+                         f'(checkpoint vs model): {bad[:4]}')
+    model.load_state_dict({k: sd[k] for k in own}, strict=False)

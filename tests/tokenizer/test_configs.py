@@ -1,0 +1,35 @@
+"""Every shipped tokenizer config parses, states the paper's settings, and builds its model."""
+from pathlib import Path
+
+import pytest
+from mmengine.config import Config
+
+from tests.conftest import ROOT
+
+CONFIGS = sorted((ROOT / 'configs' / 'peco').glob('tokenizer_*.py'))
+
+
+def test_paper_settings():
+    cfg = Config.fromfile(ROOT / 'configs/peco/tokenizer_vqvae_in1k.py')
+    opt = cfg.optim_wrapper.optimizer
+    assert opt.type == 'Adam' and opt.lr == 5e-5 and tuple(opt.betas) == (0.5, 0.95)
+    assert cfg.train_dataloader.batch_size * 8 == 128 and cfg.train_cfg.max_epochs == 100
+    assert cfg.param_scheduler[0].end == 5000 and cfg.train_dataloader.dataset.type == 'ImageNet'
+    m = cfg.model
+    assert (m.num_embeddings, m.embed_dims, m.beta, m.perceptual_weight) == (8192, 256, 0.25, 1.0)
+    assert tuple(m.perceptual_cfg.layers) == (3, 6, 9, 12) and m.perceptual_cfg.net == 'vit'
+
+
+@pytest.mark.parametrize('path', CONFIGS, ids=lambda p: Path(p).stem)
+def test_config_builds(path):
+    from mmengine.registry import MODELS
+    import peco_mm  # noqa: F401
+    cfg = Config.fromfile(path)
+    model_cfg = cfg.model.copy()
+    # the frozen perceptual network needs its checkpoint; the rest builds as shipped
+    model_cfg.update(perceptual_weight=0.0, with_decoder=path.stem != 'tokenizer_vit_in1k')
+    model = MODELS.build(model_cfg)
+    assert model.num_embeddings == 8192
+    assert model.downsample == (8 if '8x' in path.stem else 16)
+    if 'lite' in path.stem:
+        assert round(model.num_params()['tokenizer'] / 1e6, 1) == 25.7

@@ -1,0 +1,167 @@
+"""Masked-token prediction, decoded to pixels (PeCo Fig. 4-5 and appendix Fig. 6).
+
+For each image: block-mask it, let the pretrained model predict the codes of the masked
+patches, keep the tokenizer's own codes at the visible ones, and decode the result with the
+tokenizer's decoder. One PNG row per image: original | masked | reconstruction.
+
+    python tools/visualize_mim.py CONFIG PRETRAIN_CKPT IMG [IMG ...] --out DIR \
+        [--tokenizer TOKENIZER_CKPT] [--num-masked 75] [--min-block 16] [--seed 0]
+
+CONFIG is the pretraining config (sizes, normalisation, tokenizer); PRETRAIN_CKPT holds the ViT,
+the head and the tokenizer's encoder and codebook; the decoder comes from the tokenizer
+checkpoint (default: the one in the config). Writes
+DIR/<image name>.png for each image and DIR/grid.png with all rows.
+"""
+import argparse
+import os
+import os.path as osp
+import sys
+
+sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from any folder
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from mmengine.config import Config  # noqa: E402
+from PIL import Image  # noqa: E402
+
+import peco_mm  # noqa: E402,F401  (registers peco_mm types)
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p.add_argument('config')
+    p.add_argument('checkpoint')
+    p.add_argument('images', nargs='+')
+    p.add_argument('--out', required=True, help='output folder')
+    p.add_argument('--num-masked', type=int, default=None,
+                   help="masked patches per image (default: the config's mask generator)")
+    p.add_argument('--min-block', type=int, default=None, help='smallest mask block')
+    p.add_argument('--tokenizer', help="tokenizer checkpoint with the decoder (default: the "
+                   "config's target_generator checkpoint)")
+    p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    return p.parse_args(argv)
+
+
+def find_step(pipeline: list, name: str) -> dict | None:
+    return next((dict(t) for t in pipeline if t.get('type') == name), None)
+
+
+def view_sizes(cfg: Config) -> tuple[int, int | None]:
+    crop = find_step(cfg.train_dataloader.dataset.pipeline,
+                     'RandomResizedCropAndInterpolationWithTwoPic') or {}
+    size = crop.get('size', cfg.model.backbone.get('img_size', 224))
+    second = crop.get('second_size')
+    as_int = (lambda s: s if s is None or isinstance(s, int) else int(s[0]))
+    return as_int(size), as_int(second)
+
+
+def load_image(path: str, size: int) -> np.ndarray:
+    """Shorter side to `size`, centre crop: (size, size, 3) uint8 RGB."""
+    if not osp.isfile(path):
+        raise FileNotFoundError(f'image {path!r} not found')
+    img = Image.open(path).convert('RGB')
+    s = size / min(img.size)
+    img = img.resize((max(size, round(img.size[0] * s)), max(size, round(img.size[1] * s))),
+                     Image.BICUBIC)
+    left, top = (img.size[0] - size) // 2, (img.size[1] - size) // 2
+    return np.asarray(img.crop((left, top, left + size, top + size)))
+
+
+def to_uint8(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> np.ndarray:
+    """(3, H, W) normalised -> (H, W, 3) uint8 RGB."""
+    x = x.float().cpu() * std.view(3, 1, 1).cpu() + mean.view(3, 1, 1).cpu()
+    return x.clamp(0, 255).round().byte().permute(1, 2, 0).numpy()
+
+
+def build_model(cfg: Config, checkpoint: str, tokenizer: str | None, device: str):
+    """The pretraining model from CONFIG + CKPT, its tokenizer with the decoder, which the
+    pretraining checkpoint does not hold, from the tokenizer checkpoint."""
+    from mmengine.registry import init_default_scope
+    from mmpretrain.registry import MODELS
+    init_default_scope(cfg.get('default_scope', 'mmpretrain'))
+    model_cfg = cfg.model.to_dict()
+    tg = dict(model_cfg['target_generator'])
+    tokenizer = tokenizer or (tg.get('init_cfg') or {}).get('checkpoint')
+    if tg.get('type') != 'PeCoTokenizer':
+        raise TypeError(f"target_generator {tg.get('type')!r} has no decoder; reconstructions "
+                        'need a PeCoTokenizer')
+    if not tokenizer or not osp.isfile(tokenizer):
+        raise FileNotFoundError(f'tokenizer checkpoint {tokenizer!r} not found (its decoder '
+                                'draws the reconstruction); pass --tokenizer PATH')
+    tg.update(with_decoder=True, init_cfg=dict(type='Pretrained', checkpoint=tokenizer))
+    model_cfg['target_generator'] = tg
+    model_cfg.setdefault('data_preprocessor', cfg.get('data_preprocessor'))
+    model = MODELS.build(model_cfg)
+    model.target_generator.init_weights()  # encoder, codebook and decoder
+    if not osp.isfile(checkpoint):
+        raise FileNotFoundError(f'pretraining checkpoint {checkpoint!r} not found')
+    state = torch.load(checkpoint, map_location='cpu')
+    state = state.get('state_dict', state)
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    missing = [k for k in missing if not k.startswith('target_generator.decoder.')]
+    if missing or unexpected:
+        raise ValueError(f'{checkpoint} does not fit {cfg.model.type} of this config: missing '
+                         f'{missing[:5]}, unexpected {unexpected[:5]}')
+    return model.to(device).eval()
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    cfg = Config.fromfile(args.config)
+    torch.manual_seed(args.seed)
+    np.random.seed(args.seed)
+    model = build_model(cfg, args.checkpoint, args.tokenizer, args.device)
+    pre = model.data_preprocessor
+    size, second = view_sizes(cfg)
+    grid = (size // model.backbone.patch_size, ) * 2
+
+    from peco_mm.datasets.mim_transforms import BlockwiseMaskGenerator
+    mask_cfg = find_step(cfg.train_dataloader.dataset.pipeline, 'BlockwiseMaskGenerator') or {}
+    mask_cfg.pop('type', None)
+    mask_cfg['input_size'] = grid
+    if args.num_masked is not None:
+        mask_cfg['num_masking_patches'] = args.num_masked
+    mask_cfg.setdefault('num_masking_patches',
+                        round(getattr(model, 'mask_ratio', 75 / 196) * grid[0] * grid[1]))
+    if args.min_block is not None:
+        mask_cfg['min_num_patches'] = args.min_block
+    mask_cfg['min_num_patches'] = min(mask_cfg.get('min_num_patches', 16),
+                                      mask_cfg['num_masking_patches'])
+    masker = BlockwiseMaskGenerator(**mask_cfg)
+
+    os.makedirs(args.out, exist_ok=True)
+    rows = []
+    for path in args.images:
+        rgb = load_image(path, size)
+        views = [rgb] + ([load_image(path, second)] if second else [])
+        # the data preprocessor expects BGR uint8 (B, 3, H, W), as LoadImageFromFile gives
+        inputs = [torch.from_numpy(v[..., ::-1].copy()).permute(2, 0, 1)[None] for v in views]
+        data = pre(dict(inputs=inputs, data_samples=None))
+        img, target_img = data['inputs'][0], data['inputs'][-1]
+        mask = torch.from_numpy(masker.generate())[None].to(img.device)  # (1, h, w)
+        with torch.no_grad():
+            codes = model.tokenize(target_img)  # (1, h, w)
+            pred = model.predict_codes(img, mask)  # (1, h, w)
+            mixed = torch.where(mask.bool(), pred, codes)
+            recon = model.target_generator.decode(mixed)  # tokenizer-normalised
+        mean2 = getattr(pre, 'second_mean', pre.mean)
+        std2 = getattr(pre, 'second_std', pre.std)
+        recon = to_uint8(recon[0], mean2, std2)
+        if recon.shape[:2] != rgb.shape[:2]:
+            recon = np.asarray(Image.fromarray(recon).resize(rgb.shape[1::-1], Image.BICUBIC))
+        p = model.backbone.patch_size
+        pixel_mask = mask[0].cpu().numpy().repeat(p, 0).repeat(p, 1)[..., None]
+        masked = np.where(pixel_mask, np.uint8(127), rgb)
+        row = np.concatenate([rgb, masked, recon], axis=1)
+        acc = (pred == codes)[mask.bool()].float().mean().item()
+        name = osp.splitext(osp.basename(path))[0]
+        Image.fromarray(row).save(osp.join(args.out, f'{name}.png'))
+        print(f'{name}: {int(mask.sum())} masked patches, masked-token accuracy {acc:.3f}')
+        rows.append(row)
+    Image.fromarray(np.concatenate(rows, axis=0)).save(osp.join(args.out, 'grid.png'))
+    print(f'wrote {len(rows)} rows to {osp.join(args.out, "grid.png")}')
+
+
+if __name__ == '__main__':
+    main()
