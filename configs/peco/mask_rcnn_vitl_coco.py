@@ -6,6 +6,7 @@ _base_ = './mask_rcnn_vitb_coco.py'
 embed_dims = 1024
 model = dict(
     backbone=dict(arch='large', drop_path_rate=0.2,  # deeper model: more stochastic depth
-                  init_cfg=dict(checkpoint='pretrain/peco_vitl_800e.pth')),
+                  init_cfg=dict(
+                      checkpoint='work_dirs/pretrain_vitl_in1k_800e/epoch_800.pth')),
     neck=dict(in_channels=[embed_dims] * 4))
 optim_wrapper = dict(paramwise_cfg=dict(layer_decay_rate=0.86))

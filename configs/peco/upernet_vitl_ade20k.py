@@ -6,7 +6,8 @@ _base_ = './upernet_vitb_ade20k.py'
 embed_dims = 1024
 model = dict(
     backbone=dict(arch='large', drop_path_rate=0.3,  # deeper model: more stochastic depth
-                  init_cfg=dict(checkpoint='pretrain/peco_vitl_800e.pth')),
+                  init_cfg=dict(
+                      checkpoint='work_dirs/pretrain_vitl_in1k_800e/epoch_800.pth')),
     decode_head=dict(in_channels=[embed_dims] * 4, channels=1024),
     auxiliary_head=dict(in_channels=embed_dims))
 optim_wrapper = dict(paramwise_cfg=dict(layer_decay_rate=0.8))

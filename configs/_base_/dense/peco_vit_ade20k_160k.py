@@ -33,7 +33,8 @@ backbone = dict(
     out_type='featmap',  # out_indices default: blocks 4/6/8/12 -> strides 4/8/16/32
     final_norm=False,  # BEiT's dense heads take the raw block outputs
     pyramid=dict(norm_cfg=bn),
-    init_cfg=dict(type='Pretrained', checkpoint='pretrain/peco_vitb_800e.pth'))
+    init_cfg=dict(type='Pretrained',
+                  checkpoint='work_dirs/pretrain_vitb_in1k_800e/epoch_800.pth'))
 
 # AdamW 3e-4, wd 0.05, layer decay 0.65 over the 12 blocks (patch embedding: 0.65^13 = 0.0037x)
 optim_wrapper = dict(

@@ -34,7 +34,8 @@ backbone = dict(
     out_type='featmap',  # blocks 4/6/8/12 -> strides 4/8/16/32, then FPN adds stride 64
     final_norm=False,
     pyramid=dict(norm_cfg=dict(type='BN', requires_grad=True)),
-    init_cfg=dict(type='Pretrained', checkpoint='pretrain/peco_vitb_800e.pth'))
+    init_cfg=dict(type='Pretrained',
+                  checkpoint='work_dirs/pretrain_vitb_in1k_800e/epoch_800.pth'))
 
 # AdamW 4e-4, wd 0.05, layer decay 0.75 (patch embedding: 0.75^13 = 0.024x); batch 16 =
 # 8 GPUs x 2 images (the base's batch_size=2)
