@@ -11,9 +11,8 @@ model = dict(
     backbone=dict(embed_dims=64, num_layers=2, num_heads=4, img_size=32, patch_size=8,
                   init_cfg=None),
     head=dict(num_classes=num_classes, in_channels=64),
-    data_preprocessor=dict(num_classes=num_classes),
     train_cfg=dict(_delete_=True))  # no Mixup / CutMix on a few dozen images
-data_preprocessor = dict(num_classes=num_classes)
+data_preprocessor = dict(num_classes=num_classes)  # merged into the base's mean / std
 
 train_pipeline = [
     dict(type='LoadImageFromFile'),

@@ -3,93 +3,14 @@
 The images are learnable on purpose: each object is a flat, class-coloured shape on a noisy
 gray background, so a few dozen iterations of a tiny model already score above chance.
 """
-import json
 from pathlib import Path
 
-import numpy as np
 import pytest
-from PIL import Image, ImageDraw
 
 from tests.conftest import ROOT
 
-# class k (1-based, ADE numbering: 0 = "other") is painted in COLOURS[k - 1]
-COLOURS = [(220, 30, 30), (30, 200, 40), (40, 60, 230)]
-
-
-def _scene(rng, h, w, n_obj):
-    """A noisy background with n_obj axis-aligned rectangles: (image, [(cls, x0, y0, x1, y1)])."""
-    img = rng.integers(90, 140, (h, w, 3)).astype(np.uint8)
-    objs = []
-    for _ in range(n_obj):
-        c = int(rng.integers(1, len(COLOURS) + 1))
-        bw, bh = int(rng.integers(w // 4, w // 2)), int(rng.integers(h // 4, h // 2))
-        x0, y0 = int(rng.integers(0, w - bw)), int(rng.integers(0, h - bh))
-        img[y0:y0 + bh, x0:x0 + bw] = COLOURS[c - 1]
-        objs.append((c, x0, y0, x0 + bw, y0 + bh))
-    return img, objs
-
-
-def make_ade(root: Path, n_train: int = 8, n_val: int = 2, size=(64, 96), seed: int = 0) -> Path:
-    """ADEChallengeData2016 layout: images/{training,validation}/*.jpg and single-channel
-    annotations/{training,validation}/*.png (0 = other, 1..3 = classes)."""
-    rng = np.random.default_rng(seed)
-    for split, n in (('training', n_train), ('validation', n_val)):
-        (root / 'images' / split).mkdir(parents=True, exist_ok=True)
-        (root / 'annotations' / split).mkdir(parents=True, exist_ok=True)
-        for i in range(n):
-            img, objs = _scene(rng, size[0], size[1], 3)
-            label = np.zeros(size, np.uint8)
-            for c, x0, y0, x1, y1 in objs:  # later objects paint over earlier ones, as in img
-                label[y0:y1, x0:x1] = c
-            Image.fromarray(img).save(root / 'images' / split / f'ADE_{split}_{i:04d}.jpg',
-                                      quality=95)
-            Image.fromarray(label).save(root / 'annotations' / split / f'ADE_{split}_{i:04d}.png')
-    return root
-
-
-COCO_CATS = [dict(id=1, name='person'), dict(id=2, name='bicycle'), dict(id=3, name='car')]
-
-
-def make_coco(root: Path, n_train: int = 6, n_val: int = 2, size=(96, 128),
-              seed: int = 0) -> Path:
-    """COCO layout: {train,val}2017/*.jpg and annotations/instances_{train,val}2017.json with
-    polygon masks (non-overlapping boxes, so each polygon is the visible object)."""
-    rng = np.random.default_rng(seed)
-    (root / 'annotations').mkdir(parents=True, exist_ok=True)
-    ann_id = 1
-    for split, n in (('train2017', n_train), ('val2017', n_val)):
-        (root / split).mkdir(parents=True, exist_ok=True)
-        images, anns = [], []
-        for i in range(n):
-            h, w = size
-            img = rng.integers(90, 140, (h, w, 3)).astype(np.uint8)
-            pil = Image.fromarray(img)
-            draw = ImageDraw.Draw(pil)
-            # two objects in the left / right halves: a rectangle and a triangle
-            for k, (xa, xb) in enumerate(((4, w // 2 - 4), (w // 2 + 4, w - 4))):
-                c = int(rng.integers(1, 4))
-                x0 = int(rng.integers(xa, xa + 8))
-                x1 = int(rng.integers(xb - 8, xb))
-                y0 = int(rng.integers(4, h // 3))
-                y1 = int(rng.integers(2 * h // 3, h - 4))
-                if k == 0:
-                    poly = [x0, y0, x1, y0, x1, y1, x0, y1]
-                else:
-                    poly = [(x0 + x1) // 2, y0, x1, y1, x0, y1]
-                draw.polygon(poly, fill=COLOURS[c - 1])
-                xs, ys = poly[0::2], poly[1::2]
-                bbox = [min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys)]
-                area = float(bbox[2] * bbox[3] * (1.0 if k == 0 else 0.5))
-                anns.append(dict(id=ann_id, image_id=i + 1, category_id=c, iscrowd=0,
-                                 bbox=[float(v) for v in bbox], area=area,
-                                 segmentation=[[float(v) for v in poly]]))
-                ann_id += 1
-            name = f'{i + 1:012d}.jpg'
-            pil.save(root / split / name, quality=95)
-            images.append(dict(id=i + 1, file_name=name, height=h, width=w))
-        with open(root / 'annotations' / f'instances_{split}.json', 'w') as f:
-            json.dump(dict(images=images, annotations=anns, categories=COCO_CATS), f)
-    return root
+# the generators live in peco_mm.utils (make demo uses them too); class k is COLOURS[k - 1]
+from peco_mm.utils.demo_data import COCO_CATS, COLOURS, make_ade, make_coco  # noqa: E402,F401
 
 
 # Tiny children of the shipped configs: width 64, depth 4 (so blocks 1/2/3/4 feed the

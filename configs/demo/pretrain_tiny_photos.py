@@ -1,0 +1,45 @@
+# Stage 3 of `make demo`: PeCo masked image modeling (configs/peco/pretrain_vitb_in1k_300e.py:
+# BEiT-style ViT, block-wise masking, predict the frozen tokenizer's codes) at toy scale on the
+# demo photo crops: width 64, 4 blocks, 64 px, 8 px patches -> 8x8 = 64 patches of which 24
+# are masked (the paper's 75 / 196 = 38 %), targets from the stage-2 perceptual tokenizer.
+# Deviations: lr 1.5e-3 kept for batch 32 (not scaled down from 2048), no drop path,
+# iterations instead of 300 epochs.
+_base_ = '../peco/pretrain_vitb_in1k_300e.py'
+
+data_root = 'work_dirs/demo/data/imagenet'
+tokenizer_checkpoint = 'work_dirs/demo/tokenizer/iter_300.pth'
+img_size = 64
+max_iters = 200  # x 32 crops
+
+model = dict(
+    backbone=dict(arch=dict(_delete_=True, embed_dims=64, num_layers=4, num_heads=4),
+                  img_size=img_size, patch_size=8, drop_path_rate=0.0),
+    # must match configs/demo/tokenizer_tiny_photos.py
+    target_generator=dict(base_channels=16, channel_mult=(1, 2, 2, 4), num_res_blocks=1,
+                          num_embeddings=128, embed_dims=32,
+                          init_cfg=dict(checkpoint=tokenizer_checkpoint)))
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='ColorJitter', brightness=0.4, contrast=0.4, saturation=0.4, hue=0.),
+    dict(type='RandomFlip', prob=0.5, direction='horizontal'),
+    dict(type='RandomResizedCropAndInterpolationWithTwoPic', size=img_size,
+         second_size=img_size, interpolation='bicubic', second_interpolation='bicubic',
+         scale=(0.3, 1.0)),
+    dict(type='BlockwiseMaskGenerator', input_size=img_size // 8, num_masking_patches=24,
+         min_num_patches=4, min_aspect=0.3),
+    dict(type='PackInputs'),
+]
+train_dataloader = dict(
+    batch_size=32, num_workers=0, persistent_workers=False, pin_memory=False,
+    dataset=dict(_delete_=True, type='CustomDataset', data_root=data_root, data_prefix='train',
+                 with_label=False, pipeline=train_pipeline))
+param_scheduler = [
+    dict(type='LinearLR', start_factor=1e-2, by_epoch=False, begin=0, end=max_iters // 10),
+    dict(type='CosineAnnealingLR', eta_min=1e-5, by_epoch=False, begin=max_iters // 10,
+         end=max_iters),
+]
+train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=max_iters)
+default_hooks = dict(logger=dict(interval=10),
+                     checkpoint=dict(by_epoch=False, interval=max_iters, max_keep_ckpts=1))
+log_processor = dict(by_epoch=False)
+randomness = dict(seed=0, diff_rank_seed=True)

@@ -1,0 +1,153 @@
+"""Adversarial robustness of a fine-tuned classifier (PeCo appendix, Table 13): top-1 on the
+test set, clean and under BIM and MI-FGSM with an L-inf budget of eps = 2/255, 20 iterations.
+
+    python tools/adversarial_eval.py CONFIG CHECKPOINT [--eps 2] [--iters 20] [--alpha A]
+        [--momentum 1.0] [--max-batches N] [--out result.json] [--device cpu|cuda]
+
+The attacks work on the pixels as loaded (0..255, RGB after the data preprocessor's channel
+swap), so eps = 2 means 2/255 of the image range whatever the normalisation; every step is
+clipped to the eps-ball around the clean image and to [0, 255].
+- BIM (Kurakin et al. 2017): x <- clip(x + alpha * sign(grad)), alpha = eps / iters by default
+  (the budget is reachable in `iters` steps).
+- MI-FGSM (Dong et al. 2018): g <- mu * g + grad / ||grad||_1, x <- clip(x + alpha * sign(g)),
+  mu = 1.0.
+The model runs in eval mode (no dropout / drop path); gradients go to the input only.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os.path as osp
+import sys
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+
+ATTACKS = ('bim', 'mifgsm')
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument('config', help='an mmpretrain classification config (e.g. '
+                   'configs/peco/finetune_vitb_in1k.py)')
+    p.add_argument('checkpoint')
+    p.add_argument('--eps', type=float, default=2.0, help='L-inf budget in 0..255 units '
+                   '(default 2, i.e. 2/255)')
+    p.add_argument('--iters', type=int, default=20)
+    p.add_argument('--alpha', type=float, default=None, help='step size (default eps/iters)')
+    p.add_argument('--momentum', type=float, default=1.0, help='MI-FGSM decay mu')
+    p.add_argument('--max-batches', type=int, default=None, help='stop after N test batches')
+    p.add_argument('--out', help='write the results as JSON here')
+    p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    args = p.parse_args(argv)
+    if args.eps < 0 or args.iters < 1:
+        p.error(f'--eps must be >= 0 and --iters >= 1 (got {args.eps}, {args.iters})')
+    return args
+
+
+# ---- attacks ---------------------------------------------------------------------------------
+def attack(logits_fn, x: torch.Tensor, y: torch.Tensor, method: str, eps: float, iters: int,
+           alpha: float | None = None, momentum: float = 1.0) -> torch.Tensor:
+    """L-inf attack on pixels x (B, 3, H, W) in [0, 255]; returns x_adv, |x_adv - x| <= eps."""
+    if method not in ATTACKS:
+        raise ValueError(f'attack {method!r}; allowed: {ATTACKS}')
+    alpha = eps / iters if alpha is None else alpha
+    x = x.detach()
+    x_adv = x.clone()
+    g = torch.zeros_like(x)
+    for _ in range(iters):
+        x_adv.requires_grad_(True)
+        loss = F.cross_entropy(logits_fn(x_adv), y)
+        (grad, ) = torch.autograd.grad(loss, x_adv)
+        if method == 'mifgsm':
+            l1 = grad.abs().flatten(1).sum(1).clamp_min(1e-12).view(-1, 1, 1, 1)
+            g = momentum * g + grad / l1
+            step = g.sign()
+        else:
+            step = grad.sign()
+        x_adv = x_adv.detach() + alpha * step
+        x_adv = torch.min(torch.max(x_adv, x - eps), x + eps).clamp(0, 255)
+    return x_adv.detach()
+
+
+# ---- model and data --------------------------------------------------------------------------
+def build(config: str, checkpoint: str, device: str):
+    import peco_mm  # noqa: F401
+    from mmengine.config import Config
+    from mmengine.registry import init_default_scope
+    from mmengine.runner import Runner, load_checkpoint
+    if not osp.isfile(config):
+        raise SystemExit(f'adversarial_eval.py: config {config!r} not found')
+    if not osp.isfile(checkpoint):
+        raise SystemExit(f'adversarial_eval.py: checkpoint {checkpoint!r} not found')
+    cfg = Config.fromfile(config)
+    init_default_scope(cfg.get('default_scope', 'mmpretrain'))
+    from mmpretrain.registry import MODELS
+    if cfg.get('data_preprocessor') is not None:  # as mmengine's Runner does
+        cfg.model.setdefault('data_preprocessor', cfg.data_preprocessor)
+    model = MODELS.build(cfg.model)
+    load_checkpoint(model, checkpoint, map_location='cpu', logger='silent')
+    model.to(device).eval()
+    for prm in model.parameters():
+        prm.requires_grad_(False)
+    loader = Runner.build_dataloader(cfg.test_dataloader)
+    return model, loader
+
+
+def pixels_and_labels(model, data: dict):
+    """(x in 0..255 RGB float (B, 3, H, W), labels, normalise fn) for one test batch."""
+    pre = model.data_preprocessor
+    batch = pre(data, False)
+    inputs, samples = batch['inputs'], batch['data_samples']
+    if getattr(pre, '_enable_normalize', False):
+        mean, std = pre.mean.to(inputs), pre.std.to(inputs)  # (3, 1, 1) on 0..255
+    else:  # no normalisation configured: the model sees 0..255
+        mean, std = inputs.new_zeros(3, 1, 1), inputs.new_ones(3, 1, 1)
+    x = inputs * std + mean
+    y = torch.cat([s.gt_label for s in samples]).to(inputs.device)
+    return x, y, lambda z: (z - mean) / std
+
+
+def evaluate(model, loader, eps: float, iters: int, alpha: float | None, momentum: float,
+             max_batches: int | None = None) -> dict:
+    correct = dict(clean=0, bim=0, mifgsm=0)
+    total = 0
+    for i, data in enumerate(loader):
+        if max_batches is not None and i >= max_batches:
+            break
+        x, y, norm = pixels_and_labels(model, data)
+
+        def logits(z):
+            return model(norm(z), mode='tensor')
+
+        with torch.no_grad():
+            correct['clean'] += int((logits(x).argmax(1) == y).sum())
+        for m in ATTACKS:
+            xa = attack(logits, x, y, m, eps, iters, alpha, momentum)
+            with torch.no_grad():
+                correct[m] += int((logits(xa).argmax(1) == y).sum())
+        total += len(y)
+    if total == 0:
+        raise SystemExit('adversarial_eval.py: the test set is empty')
+    return dict(images=total, eps=eps, iters=iters,
+                **{f'top1_{k}': 100.0 * v / total for k, v in correct.items()})
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    model, loader = build(args.config, args.checkpoint, args.device)
+    res = evaluate(model, loader, args.eps, args.iters, args.alpha, args.momentum,
+                   args.max_batches)
+    print(f"{res['images']} images, eps {args.eps:g}/255, {args.iters} iterations: top-1 clean "
+          f"{res['top1_clean']:.2f} %, BIM {res['top1_bim']:.2f} %, "
+          f"MI-FGSM {res['top1_mifgsm']:.2f} %")
+    if args.out:
+        with open(args.out, 'w') as f:
+            json.dump(res, f, indent=2)
+    return res
+
+
+if __name__ == '__main__':
+    main()
