@@ -119,9 +119,13 @@ def test_peco_mae_trains(images, tokenizer_ckpt, tmp_path):
     assert 'backbone.pos_embed' in state and 'neck.mask_token' in state
 
 
-def test_two_process_cpu_training(images, tokenizer_ckpt, tmp_path):
-    cfg = write_config(tmp_path / 'cfg.py', 'pretrain_vitb_in1k_300e.py', tokenizer_ckpt[0],
-                       images[0], iters=2)
+@pytest.mark.parametrize('base, extra', [
+    ('pretrain_vitb_in1k_300e.py', {}),
+    ('pretrain_mae_vitb_in1k_800e.py', dict(mask=False, model_extra=MAE_NECK)),
+], ids=['peco', 'peco_mae'])
+def test_two_process_cpu_training(images, tokenizer_ckpt, tmp_path, base, extra):
+    cfg = write_config(tmp_path / 'cfg.py', base, tokenizer_ckpt[0], images[0], iters=2,
+                       **extra)
     res = run_tool(['bash', 'tools/dist_train.sh', cfg, '2', '--work-dir',
                     str(tmp_path / 'work')])
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
