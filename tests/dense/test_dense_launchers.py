@@ -61,3 +61,18 @@ def test_upernet_two_cpu_processes(tmp_path, ade_root):
     assert (wd / 'iter_4.pth').exists()
     val = val_scalars(wd)[-1]
     assert 0.0 <= val['mIoU'] <= 100.0
+
+
+def test_mask_rcnn_two_cpu_processes(tmp_path, coco_root):
+    cfg = write_cfg(tmp_path / 'mask_rcnn_tiny.py', TINY_MASK_RCNN, data=coco_root, lr=1e-3,
+                    epochs=3)
+    wd = tmp_path / 'wd'
+    out = run_tool(['bash', 'tools/dist_train.sh', cfg, '2', '--work-dir', wd], timeout=600)
+    log = out.stdout + out.stderr
+    assert 'Distributed launcher: pytorch' in log, log[-2000:]
+    assert (wd / 'epoch_3.pth').exists()
+    # CocoMetric gathers both ranks' predictions and evaluates both annotation types
+    assert 'Evaluate annotation type *bbox*' in log and 'Evaluate annotation type *segm*' in log
+    val = val_scalars(wd)[-1]
+    for k in ('coco/bbox_mAP', 'coco/segm_mAP'):
+        assert 0.0 <= val[k] <= 1.0, (k, val)
