@@ -1,7 +1,6 @@
 """Bad input for the dense tasks gives errors that name the file / key and what was expected:
 label values outside the classes, a COCO JSON listing a missing image, a pretrained checkpoint
 of another width, a missing dataset root. And the one-key pretrained loading that works."""
-import json
 
 import numpy as np
 import pytest

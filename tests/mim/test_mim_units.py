@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from scipy import ndimage
 
-from conftest import REPO, TINY_TOKENIZER, TINY_VIT
+from conftest import REPO, TINY_VIT
 
 from peco_mm.datasets.mim_transforms import BlockwiseMaskGenerator
 

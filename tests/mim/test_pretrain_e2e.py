@@ -88,7 +88,7 @@ def test_checkpoint_initialises_downstream_vit(peco_run):
 
 
 def test_visualize_mim_writes_original_masked_reconstruction(peco_run, images, tokenizer_ckpt,
-                                                              tmp_path):
+                                                             tmp_path):
     from PIL import Image
     sys.path.insert(0, osp.join(REPO, 'tools'))
     import visualize_mim

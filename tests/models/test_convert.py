@@ -230,6 +230,7 @@ def test_pecovit_names_are_detected_as_peco_mm(monkeypatch):
     no_cls = randomize(timm_vit.VisionTransformer(**TINY, no_embed_class=True, num_classes=0), 0)
     assert detect_format(no_cls.state_dict()) == 'timm_vit'
     # both functions are pure: the caller (the CLI, load_pretrained) does the reporting
+
     def no_output(*args, **kwargs):
         raise AssertionError(f'convert_state_dict printed {args}')
 
@@ -275,8 +276,8 @@ def test_resize_to_another_img_size():
     assert kwargs['img_size'] == 48
     assert sd['pos_embed'].shape == (1, 1 + 6 * 6, 64)
     for i in range(2):
-        assert sd[f'blocks.{i}.rel_pos_bias.relative_position_bias_table'].shape == (11 * 11 + 3,
-                                                                                    4)
+        table = sd[f'blocks.{i}.rel_pos_bias.relative_position_bias_table']
+        assert table.shape == (11 * 11 + 3, 4)
     resized = PeCoViT(**kwargs).eval()
     resized.load_state_dict(sd, strict=True)
     # the same weights kept at 32 px and resized on the fly give the same 48 px features

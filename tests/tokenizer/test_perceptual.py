@@ -106,6 +106,7 @@ def test_vgg16_features_equal_source_and_eq4_value(tmp_path):
     for a, b in zip(ours, feats):
         assert torch.allclose(a, b, atol=1e-5)
     # Eq. 4 by hand: unit-normalise channels, mean squared difference per layer, summed
+
     def norm(f):
         return f / f.pow(2).sum(1, keepdim=True).sqrt()
     fx = loss.net(loss.normalize_input(x))

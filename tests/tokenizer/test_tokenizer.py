@@ -28,8 +28,8 @@ def test_parameter_counts_match_the_paper():
                          channel_mult=(1, 2, 4, 8, 16)).num_params()
     assert round(lite['tokenizer'] / 1e6, 1) == 25.7  # paper: 25.7M
     t8 = PeCoTokenizer(perceptual_weight=0.0, with_decoder=False, channel_mult=(1, 2, 4, 8))
-    assert t8.downsample == 8 and PeCoTokenizer(perceptual_weight=0.0,
-                                                 with_decoder=False).downsample == 16
+    t16 = PeCoTokenizer(perceptual_weight=0.0, with_decoder=False)
+    assert t8.downsample == 8 and t16.downsample == 16
 
 
 def test_tiny_tokenizer_trains_and_reconstruction_loss_falls():
