@@ -356,14 +356,6 @@ def adapt_state_dict(model: PeCoViT, state_dict: dict, prefix: str = '') -> None
     """Make a checkpoint fit `model` in place: resize position tables to the model's grid,
     expand a shared relative-position table into per-block tables, and report a width or
     patch-size mismatch naming both sides."""
-    if not prefix and 'backbone.patch_embed.proj.weight' in state_dict \
-            and 'patch_embed.proj.weight' not in state_dict:
-        # a whole-model checkpoint (PeCo pretraining, a dense model) loaded into the backbone
-        # alone, e.g. by init_cfg=dict(type='Pretrained', checkpoint=...): keep 'backbone.*'
-        whole = dict(state_dict)
-        state_dict.clear()
-        state_dict.update({k[len('backbone.'):]: v for k, v in whole.items()
-                           if k.startswith('backbone.')})
     wkey = prefix + 'patch_embed.proj.weight'
     if wkey in state_dict:
         w = state_dict[wkey]
@@ -431,9 +423,8 @@ def load_pretrained(model: PeCoViT, path: str, prefix: str | None = None,
     if fmt != 'peco_mm':
         print_log(f'{path}: converted from the {fmt!r} format', logger='current')
     own = set(model.state_dict())
-    state = dict(state)
-    adapt_state_dict(model, state)
-    missing, unexpected = model.load_state_dict(state, strict=False)
+    # load_state_dict adapts the tables through PeCoViT._load_from_state_dict
+    missing, unexpected = model.load_state_dict(dict(state), strict=False)
     missing = [k for k in missing if not k.startswith('pyramid.')]
     if len(missing) == len(own) or not (own & set(state)):
         raise ValueError(f'{path}: no key matches PeCoViT; found e.g. {list(state)[:5]}')
