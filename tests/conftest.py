@@ -25,6 +25,15 @@ def run_tool(args, cwd=ROOT, timeout=600, env=None, check=True):
     return proc
 
 
+def load_tool(name: str):
+    """tools/<name>.py imported as a module (the tools are scripts, not a package)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name, ROOT / 'tools' / f'{name}.py')
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 @pytest.fixture
 def image_folder(tmp_path):
     make_class_folder(tmp_path / 'data' / 'train')

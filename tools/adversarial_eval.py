@@ -1,8 +1,6 @@
+#!/usr/bin/env python3
 """Adversarial robustness of a fine-tuned classifier (PeCo appendix, Table 13): top-1 on the
 test set, clean and under BIM and MI-FGSM with an L-inf budget of eps = 2/255, 20 iterations.
-
-    python tools/adversarial_eval.py CONFIG CHECKPOINT [--eps 2] [--iters 20] [--alpha A]
-        [--momentum 1.0] [--max-batches N] [--out result.json] [--device cpu|cuda]
 
 The attacks work on the pixels as loaded (0..255, RGB after the data preprocessor's channel
 swap), so eps = 2 means 2/255 of the image range whatever the normalisation; every step is
@@ -12,6 +10,8 @@ clipped to the eps-ball around the clean image and to [0, 255].
 - MI-FGSM (Dong et al. 2018): g <- mu * g + grad / ||grad||_1, x <- clip(x + alpha * sign(g)),
   mu = 1.0.
 The model runs in eval mode (no dropout / drop path); gradients go to the input only.
+Under torchrun each process attacks its own share of the test set (no image twice) and the
+counts are summed; a progress bar shows the batches and the running accuracies.
 """
 from __future__ import annotations
 
@@ -20,16 +20,18 @@ import json
 import os.path as osp
 import sys
 
-import torch
-import torch.nn.functional as F
-
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-
 ATTACKS = ('bim', 'mifgsm')
+EPILOG = """examples:
+  tools/adversarial_eval.py configs/peco/finetune_vitb_in1k.py finetuned.pth --out adv.json
+  torchrun --nproc_per_node 8 tools/adversarial_eval.py configs/peco/finetune_vitb_in1k.py \
+      finetuned.pth --out adv.json                     # one share of the test set per GPU
+  tools/adversarial_eval.py CONFIG CKPT --eps 4 --iters 10 --max-batches 20   # a quick look
+"""
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('config', help='an mmpretrain classification config (e.g. '
                    'configs/peco/finetune_vitb_in1k.py)')
     p.add_argument('checkpoint')
@@ -38,9 +40,11 @@ def parse_args(argv=None):
     p.add_argument('--iters', type=int, default=20)
     p.add_argument('--alpha', type=float, default=None, help='step size (default eps/iters)')
     p.add_argument('--momentum', type=float, default=1.0, help='MI-FGSM decay mu')
-    p.add_argument('--max-batches', type=int, default=None, help='stop after N test batches')
+    p.add_argument('--max-batches', type=int, default=None,
+                   help='stop after N test batches (per process)')
     p.add_argument('--out', help='write the results as JSON here')
-    p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    p.add_argument('--device', help='cpu or cuda (default: cuda when available; under '
+                   'torchrun cuda:LOCAL_RANK)')
     args = p.parse_args(argv)
     if args.eps < 0 or args.iters < 1:
         p.error(f'--eps must be >= 0 and --iters >= 1 (got {args.eps}, {args.iters})')
@@ -48,9 +52,12 @@ def parse_args(argv=None):
 
 
 # ---- attacks ---------------------------------------------------------------------------------
-def attack(logits_fn, x: torch.Tensor, y: torch.Tensor, method: str, eps: float, iters: int,
-           alpha: float | None = None, momentum: float = 1.0) -> torch.Tensor:
-    """L-inf attack on pixels x (B, 3, H, W) in [0, 255]; returns x_adv, |x_adv - x| <= eps."""
+def attack(logits_fn, x, y, method: str, eps: float, iters: int, alpha: float | None = None,
+           momentum: float = 1.0):
+    """L-inf attack on pixels x (B, 3, H, W) in [0, 255] with labels y (B,); returns x_adv,
+    |x_adv - x| <= eps."""
+    import torch
+    import torch.nn.functional as F
     if method not in ATTACKS:
         raise ValueError(f'attack {method!r}; allowed: {ATTACKS}')
     alpha = eps / iters if alpha is None else alpha
@@ -74,6 +81,7 @@ def attack(logits_fn, x: torch.Tensor, y: torch.Tensor, method: str, eps: float,
 
 # ---- model and data --------------------------------------------------------------------------
 def build(config: str, checkpoint: str, device: str):
+    """The classifier (eval mode, frozen) and a test loader over this process's share."""
     import peco_mm  # noqa: F401
     from mmengine.config import Config
     from mmengine.registry import init_default_scope
@@ -92,12 +100,15 @@ def build(config: str, checkpoint: str, device: str):
     model.to(device).eval()
     for prm in model.parameters():
         prm.requires_grad_(False)
-    loader = Runner.build_dataloader(cfg.test_dataloader)
-    return model, loader
+    loader_cfg = cfg.test_dataloader.copy()
+    # each process its own images, none twice (the default sampler pads to equal shares)
+    loader_cfg.sampler = dict(type='DefaultSampler', shuffle=False, round_up=False)
+    return model, Runner.build_dataloader(loader_cfg)
 
 
 def pixels_and_labels(model, data: dict):
     """(x in 0..255 RGB float (B, 3, H, W), labels, normalise fn) for one test batch."""
+    import torch
     pre = model.data_preprocessor
     batch = pre(data, False)
     inputs, samples = batch['inputs'], batch['data_samples']
@@ -111,11 +122,18 @@ def pixels_and_labels(model, data: dict):
 
 
 def evaluate(model, loader, eps: float, iters: int, alpha: float | None, momentum: float,
-             max_batches: int | None = None) -> dict:
+             max_batches: int | None = None, progress: bool = True) -> dict:
+    """Top-1 (%) clean and under each attack, summed over all processes."""
+    import torch
+    from tqdm import tqdm
+
+    from peco_mm.utils.distributed import sum_over_ranks
     correct = dict(clean=0, bim=0, mifgsm=0)
     total = 0
+    n = len(loader) if max_batches is None else min(max_batches, len(loader))
+    bar = tqdm(total=n, desc='adversarial eval', unit='batch', disable=not progress)
     for i, data in enumerate(loader):
-        if max_batches is not None and i >= max_batches:
+        if i >= n:
             break
         x, y, norm = pixels_and_labels(model, data)
 
@@ -129,6 +147,13 @@ def evaluate(model, loader, eps: float, iters: int, alpha: float | None, momentu
             with torch.no_grad():
                 correct[m] += int((logits(xa).argmax(1) == y).sum())
         total += len(y)
+        bar.update()
+        bar.set_postfix({k: f'{100 * v / total:.1f}%' for k, v in correct.items()})
+    bar.close()
+    device = next(model.parameters()).device
+    summed = sum_over_ranks(dict(total=total, **correct), str(device))
+    total = int(summed.pop('total'))
+    correct = {k: int(v) for k, v in summed.items()}
     if total == 0:
         raise SystemExit('adversarial_eval.py: the test set is empty')
     return dict(images=total, eps=eps, iters=iters,
@@ -137,9 +162,16 @@ def evaluate(model, loader, eps: float, iters: int, alpha: float | None, momentu
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
-    model, loader = build(args.config, args.checkpoint, args.device)
+    sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+    from peco_mm.utils.distributed import finish, init_from_env
+    rank, world, device = init_from_env(args.device)
+    model, loader = build(args.config, args.checkpoint, device)
     res = evaluate(model, loader, args.eps, args.iters, args.alpha, args.momentum,
-                   args.max_batches)
+                   args.max_batches, progress=rank == 0)
+    res['processes'] = world
+    finish()
+    if rank != 0:
+        return res
     print(f"{res['images']} images, eps {args.eps:g}/255, {args.iters} iterations: top-1 clean "
           f"{res['top1_clean']:.2f} %, BIM {res['top1_bim']:.2f} %, "
           f"MI-FGSM {res['top1_mifgsm']:.2f} %")

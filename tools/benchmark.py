@@ -1,148 +1,222 @@
-"""All of the project's speed figures in one run (docs/benchmarks.md): on the CPU, and on CUDA
-when present (bf16 autocast there).
+#!/usr/bin/env python3
+"""Speed and memory figures of peco_mm (docs/benchmarks.md), one sub-command each:
 
-    python tools/benchmark.py [--device cpu|cuda] [--batch 32] [--out bench.json]
-    python tools/benchmark.py --smoke          # tiny sizes, seconds; for the tests
+  tokenizer  encode() throughput: PeCo default, PeCo lite, PeCo without channels-last, and
+             mmpretrain's DALL-E encoder (BEiT's tokenizer) at the same 14x14 code grid
+  pretrain   one MIM pretraining step (forward, backward, AdamW) at the same batch and ViT-B:
+             PeCo (tokenizer included), mmpretrain's BEiT and MAE, PeCo_MAE
+  dense      one training step of configs (default: UperNet and Mask R-CNN ViT-B at batch 1)
+  all        tokenizer + pretrain + dense with matching settings
+  memory     the peak memory of a config's training step at given batch sizes: measured on
+             CUDA; on the CPU measured at small batches and extrapolated linearly (estimated)
 
-1. tokenizer encode() throughput: PeCo default, PeCo lite, mmpretrain's DALL-E encoder
-   (tools/benchmark_tokenizer.py);
-2. pretraining step throughput and peak memory at ViT-B, same batch: PeCo, mmpretrain BEiT,
-   mmpretrain MAE, PeCo_MAE (tools/benchmark_pretrain.py);
-3. dense training step time, batch 1: UperNet ViT-B 512x512 and Mask R-CNN ViT-B 1333x800
-   (tools/benchmark_dense.py; --smoke uses the demo's toy configs).
-
-The three tools stay usable on their own; this script runs them with matching settings and
-prints one Markdown block with the command line that produced it.
+Weights are random (speed and memory do not depend on them); inputs are synthetic (a config's
+step runs its own train pipeline on a random photo), so data loading is not measured. Each
+run prints a Markdown block headed by the command that produced it; --out also writes JSON.
 """
-from __future__ import annotations
-
 import argparse
-import contextlib
-import io
 import json
-import os.path as osp
-import statistics
 import sys
-import time
+from pathlib import Path
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-sys.path.insert(0, osp.dirname(osp.abspath(__file__)))
-
-import torch  # noqa: E402
-
-SMOKE_DENSE = ('configs/demo/upernet_tiny_shapes.py', 'configs/demo/mask_rcnn_tiny_shapes.py')
+ROOT = Path(__file__).resolve().parents[1]
+DENSE = ['configs/peco/upernet_vitb_ade20k.py', 'configs/peco/mask_rcnn_vitb_coco.py']
+DENSE_SMOKE = ['configs/demo/upernet_tiny_shapes.py', 'configs/demo/mask_rcnn_tiny_shapes.py']
+PRETRAIN_MODELS = ('peco', 'beit', 'mae', 'peco_mae')
+EPILOG = """examples:
+  tools/benchmark.py all --batch 32 --steps 5 --out bench.json    # everything, CPU or CUDA
+  tools/benchmark.py all --smoke                                   # tiny sizes, seconds
+  tools/benchmark.py tokenizer --batch 8 --steps 3 --threads 2
+  tools/benchmark.py pretrain --batch 64 --amp bf16 --device cuda
+  tools/benchmark.py dense configs/peco/upernet_vitl_ade20k.py --steps 3
+  tools/benchmark.py memory configs/peco/pretrain_vitl_in1k_800e.py --batch 64 128 256
+  tools/benchmark.py memory configs/peco/pretrain_vitl_in1k_800e.py --batch 256 \\
+      --cfg-options model.backbone.with_cp=True
+"""
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
-    p.add_argument('--batch', type=int, default=32, help='images per step (stages 1 and 2)')
-    p.add_argument('--steps', type=int, default=5, help='timed steps / iterations')
-    p.add_argument('--threads', type=int, default=None, help='torch CPU threads')
-    p.add_argument('--only', nargs='+', choices=('tokenizer', 'pretrain', 'dense'),
-                   default=['tokenizer', 'pretrain', 'dense'])
-    p.add_argument('--smoke', action='store_true', help='tiny sizes, one step each')
-    p.add_argument('--out', help='write the results as JSON here')
-    return p.parse_args(argv)
+    p = argparse.ArgumentParser(description=__doc__, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument('--device', help='cpu, cuda, cuda:1 (default: cuda when available)')
+    common.add_argument('--threads', type=int, help='torch CPU threads')
+    common.add_argument('--out', help='also write the results as JSON here')
+    sub = p.add_subparsers(dest='command', required=True, metavar='COMMAND')
+
+    def add(name, help_, batch, steps, warmup):
+        s = sub.add_parser(name, parents=[common], help=help_, description=help_)
+        s.add_argument('--batch', type=int, default=batch, help=f'images per step ({batch})')
+        s.add_argument('--steps', type=int, default=steps, help=f'timed steps, median ({steps})')
+        s.add_argument('--warmup', type=int, default=warmup, help=f'untimed steps ({warmup})')
+        s.add_argument('--smoke', action='store_true', help='tiny sizes, for a quick check')
+        return s
+
+    t = add('tokenizer', 'tokenizer encode() throughput', 32, 10, 2)
+    t.add_argument('--no-dalle', action='store_true', help="skip mmpretrain's DALL-E encoder")
+    pre = add('pretrain', 'one MIM pretraining step: PeCo, BEiT, MAE, PeCo_MAE', 64, 10, 3)
+    pre.add_argument('--models', nargs='+', choices=PRETRAIN_MODELS, default=PRETRAIN_MODELS)
+    pre.add_argument('--amp', choices=('none', 'bf16', 'fp16'), default='none',
+                     help='autocast dtype (none)')
+    d = add('dense', 'one training step of configs (UperNet, Mask R-CNN)', 1, 2, 1)
+    d.add_argument('configs', nargs='*', help=f'default: {" ".join(DENSE)} (with --smoke the '
+                   'demo\'s toy configs)')
+    a = add('all', 'tokenizer + pretrain + dense', 32, 5, 2)
+    a.add_argument('--no-dalle', action='store_true', help="skip mmpretrain's DALL-E encoder")
+    m = sub.add_parser('memory', parents=[common], help='peak memory of a config\'s training '
+                       'step at given batch sizes (estimated on CPU)',
+                       description='Peak tensor memory of one training step (data '
+                       'preprocessor, forward, backward, optimizer update; the second of two '
+                       'steps, with the optimizer state). CUDA: torch.cuda.max_memory_allocated '
+                       'at each --batch. CPU: measured at the --measure batches by counting live '
+                       'tensors, extrapolated linearly to each --batch, and marked "estimated".')
+    m.add_argument('config')
+    m.add_argument('--batch', type=int, nargs='+',
+                   help="per-GPU batch sizes (default: the config's train_dataloader.batch_size)")
+    m.add_argument('--measure', type=int, nargs='+', default=[1, 2, 4],
+                   help='CPU: batches measured for the linear fit (1 2 4)')
+    m.add_argument('--amp', choices=('auto', 'none', 'bf16', 'fp16'), default='auto',
+                   help="autocast dtype; auto: what the config's optim_wrapper uses (AMP "
+                   'wrappers need CUDA, so on CPU the same dtype runs under torch.autocast)')
+    m.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE',
+                   help='override config keys, e.g. model.backbone.with_cp=True')
+    args = p.parse_args(argv)
+    if args.command == 'memory' and len(set(args.measure)) < 2:
+        p.error(f'--measure needs two or more different batch sizes, got {args.measure}')
+    return args
 
 
-def quiet(fn, *a, **kw):
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        out = fn(*a, **kw)
-    return out, buf.getvalue()
+# ---- Markdown --------------------------------------------------------------------------------
+def md_tokenizer(rows: list) -> list[str]:
+    base = rows[0]['img_per_s']
+    out = ['| tokenizer encode | input | GFLOPs / image | img/s | vs PeCo default |',
+           '|---|---|---:|---:|---:|']
+    return out + [f"| {r['model']} | {r['img_size']} px | {r['gflops']:.1f} | "
+                  f"{r['img_per_s']:.1f} | {r['img_per_s'] / base:.2f}x |" for r in rows]
 
 
-def bench_tokenizer(args) -> list[dict]:
-    import benchmark_tokenizer as bt
-    argv = ['--batch-size', str(2 if args.smoke else args.batch), '--iters',
-            str(1 if args.smoke else args.steps), '--warmup', '0' if args.smoke else '2',
-            '--device', args.device]
-    if args.smoke:
-        argv.append('--skip-dalle')
-    tmp = io.StringIO()
-    out_json = osp.join(osp.dirname(osp.abspath(__file__)), '.bench_tokenizer.json')
-    with contextlib.redirect_stdout(tmp):
-        bt.main(argv + ['--out', out_json])
-    with open(out_json) as f:
-        rows = json.load(f)['rows']
-    import os
-    os.remove(out_json)
-    return rows
+def md_pretrain(rows: list) -> list[str]:
+    ref = next((r['ms_per_step'] for r in rows if r['model'] == 'beit'), None)
+    out = ['| pretraining step | ms/step | img/s | vs BEiT | trainable M | target gen. M | '
+           'peak GPU memory |', '|---|---:|---:|---:|---:|---:|---:|']
+    for r in rows:
+        ratio = f"{r['ms_per_step'] / ref:.2f}" if ref else '-'
+        mem = f"{r['peak_mem_gib']} GiB" if 'peak_mem_gib' in r else '-'
+        out.append(f"| {r['model']} | {r['ms_per_step']} | {r['img_per_s']} | {ratio} | "
+                   f"{r['trainable_m']} | {r['target_generator_m']} | {mem} |")
+    return out
 
 
-def bench_pretrain(args) -> list[dict]:
-    import benchmark_pretrain as bp
-    argv = ['--batch', str(args.batch), '--steps', str(args.steps), '--device', args.device]
-    if args.device.startswith('cuda'):
-        argv += ['--amp', 'bf16']
-    if args.smoke:
-        argv += ['--smoke']
-    res, _ = quiet(bp.main, argv)
-    if not args.device.startswith('cuda'):  # CPU: peak resident memory of this process
-        import resource
-        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
-        for r in res:
-            r.setdefault('peak_rss_gib_process', round(rss, 2))
-    return res
+def md_dense(rows: list) -> list[str]:
+    out = ['| training step | batch | params M | s/step | img/s |', '|---|---:|---:|---:|---:|']
+    return out + [f"| {r['config']} | {r['batch']} | {r['params_m']} | {r['s_per_step']} | "
+                  f"{r['img_per_s']} |" for r in rows]
 
 
-def bench_dense(args) -> list[dict]:
-    import benchmark_dense as bd
-    cfgs = SMOKE_DENSE if args.smoke else bd.DEFAULTS
-    if args.smoke:  # the toy configs' input sizes instead of 512x512 / 800x1088
-        bd.seg_sample.__defaults__ = ((64, 64), 150)
-        bd.det_sample.__defaults__ = ((96, 128), )
-    rows = []
-    for c in cfgs:
-        steps = 1 if args.smoke else max(2, min(args.steps, 3))
-        (times, params), _ = quiet(bd.step_times, c, steps, args.device)
-        t = statistics.median(times[1:] if len(times) > 1 else times)
-        rows.append(dict(config=osp.basename(c), params_m=round(params / 1e6, 1),
-                         s_per_step=round(t, 3), img_per_s=round(1 / t, 2)))
-    return rows
+def md_memory(res: dict) -> list[str]:
+    gib, mib = 2**30, 2**20
+    if res['estimated']:
+        m = res['model']
+        fb = ', '.join(f"{v['forward_backward'] / gib:.2f}" for v in m['measured'].values())
+        head = [f"Peak tensor memory of one training step, **estimated**: measured on "
+                f"{res['device']} at batch {', '.join(map(str, m['measured']))} (forward + "
+                f"backward peaks {fb} GiB) and extrapolated linearly: "
+                f"{m['fixed'] / gib:.2f} GiB + {m['per_image'] / mib:.1f} MiB per image "
+                f"(largest residual of the fit {m['max_residual'] / mib:.1f} MiB), at least the "
+                f"optimizer update's peak {m['update'] / gib:.2f} GiB. amp: {res['amp']}.", '']
+    else:
+        head = [f"Peak tensor memory of one training step, measured on {res['device']} "
+                f"(torch.cuda.max_memory_allocated). amp: {res['amp']}.", '']
+    tag = ' (estimated)' if res['estimated'] else ''
+    return head + ['| batch per GPU | peak memory |', '|---:|---:|'] + [
+        f'| {b} | {v / gib:.1f} GiB{tag} |' for b, v in res['peak'].items()]
 
 
-def markdown(res: dict, argv: list[str]) -> str:
-    lines = [f"`python tools/benchmark.py {' '.join(argv)}` — {res['device']}, "
-             f"{res['threads']} threads, torch {res['torch']}", '']
-    if res.get('tokenizer'):
-        lines += ['| tokenizer encode | input | img/s |', '|---|---|---:|']
-        lines += [f"| {r['model']} | {r['img_size']} px | {r['img_per_s']:.1f} |"
-                  for r in res['tokenizer']] + ['']
-    if res.get('pretrain'):
-        lines += ['| pretraining step | ms/step | img/s | peak memory |', '|---|---:|---:|---:|']
-        for r in res['pretrain']:
-            mem = (f"{r['peak_mem_gib']} GiB GPU" if 'peak_mem_gib' in r else
-                   f"{r.get('peak_rss_gib_process', '-')} GiB RSS (process)")
-            lines.append(f"| {r['model']} | {r['ms_per_step']} | {r['img_per_s']} | {mem} |")
-        lines.append('')
-    if res.get('dense'):
-        lines += ['| dense step (batch 1) | params M | s/step | img/s |', '|---|---:|---:|---:|']
-        lines += [f"| {r['config']} | {r['params_m']} | {r['s_per_step']} | {r['img_per_s']} |"
-                  for r in res['dense']]
-    return '\n'.join(lines)
+def environment(device: str) -> dict:
+    import torch
+    name = torch.cuda.get_device_name(device) if device.startswith('cuda') else 'CPU'
+    return dict(device=name, threads=torch.get_num_threads(), torch=torch.__version__)
+
+
+# ---- sub-commands ----------------------------------------------------------------------------
+def parse_options(pairs: list[str]) -> dict:
+    """KEY=VALUE pairs as --cfg-options reads them (Python literals, else strings)."""
+    import ast
+    options = {}
+    for kv in pairs:
+        if '=' not in kv:
+            raise SystemExit(f'benchmark.py: --cfg-options {kv!r}: expected KEY=VALUE')
+        key, value = kv.split('=', 1)
+        try:
+            options[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            options[key] = value
+    return options
+
+
+def run_memory(args) -> tuple[dict, list[str]]:
+    from peco_mm.utils import benchmark as bm
+    if not Path(args.config).is_file():
+        raise SystemExit(f'benchmark.py memory: config {args.config!r} not found')
+    cfg = bm.load_config(args.config, parse_options(args.cfg_options))
+    targets = args.batch or [int(cfg.train_dataloader.batch_size)]
+    res = bm.plan_memory(cfg, targets, args.device, args.measure, args.amp)
+    if res['estimated']:
+        m = res.pop('model')
+        res['model'] = dict(fixed=m.fixed, per_image=m.per_image, update=m.update,
+                            measured=m.measured, max_residual=m.max_residual())
+    res['config'] = args.config
+    return res, md_memory(res)
+
+
+def run_timing(args) -> tuple[dict, list[str]]:
+    from peco_mm.utils import benchmark as bm
+    res, lines = {}, []
+    cmd = args.command
+    if cmd in ('tokenizer', 'all'):
+        batch, steps = (2, 1) if args.smoke else (args.batch, args.steps)
+        res['tokenizer'] = bm.bench_tokenizers(batch, steps, 0 if args.smoke else args.warmup,
+                                               args.device, not args.no_dalle, args.smoke)
+        lines += md_tokenizer(res['tokenizer']) + ['']
+    if cmd in ('pretrain', 'all'):
+        batch, steps, warmup = ((min(args.batch, 4), min(args.steps, 2), min(args.warmup, 1))
+                                if args.smoke else (args.batch, args.steps, args.warmup))
+        amp = getattr(args, 'amp', 'bf16' if args.device.startswith('cuda') else 'none')
+        models = getattr(args, 'models', PRETRAIN_MODELS)
+        res['pretrain'] = bm.bench_pretrain(models, batch, steps, warmup, args.device, amp,
+                                            args.smoke)
+        lines += [f'{"smoke sizes" if args.smoke else "ViT-B/16 at 224 px"}, batch {batch}, '
+                  f'amp {amp}, median of {steps} steps (forward + backward + AdamW)', '']
+        lines += md_pretrain(res['pretrain']) + ['']
+    if cmd in ('dense', 'all'):
+        configs = getattr(args, 'configs', None) or (DENSE_SMOKE if args.smoke else DENSE)
+        batch = 1 if cmd == 'all' else args.batch
+        steps, warmup = (1, 0) if args.smoke else (min(args.steps, 3), min(args.warmup, 1))
+        res['dense'] = bm.bench_config_steps([str(ROOT / c) if not Path(c).exists() else c
+                                              for c in configs], batch, steps, warmup,
+                                             args.device)
+        lines += md_dense(res['dense']) + ['']
+    return res, lines
 
 
 def main(argv=None) -> dict:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    import torch
+
+    import peco_mm  # noqa: F401  (registers peco_mm types)
     if args.threads:
         torch.set_num_threads(args.threads)
-    import peco_mm  # noqa: F401
-    res = dict(device=torch.cuda.get_device_name() if args.device.startswith('cuda') else 'CPU',
-               threads=torch.get_num_threads(), torch=torch.__version__, smoke=args.smoke)
-    for name, fn in (('tokenizer', bench_tokenizer), ('pretrain', bench_pretrain),
-                     ('dense', bench_dense)):
-        if name in args.only:
-            t = time.time()
-            print(f'==> {name} ...', flush=True)
-            res[name] = fn(args)
-            print(f'    {time.time() - t:.0f} s', flush=True)
-    print(markdown(res, argv))
+    args.device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    res, lines = (run_memory if args.command == 'memory' else run_timing)(args)
+    res.update(environment(args.device), command=['tools/benchmark.py', *argv])
+    print(f"`python tools/benchmark.py {' '.join(argv)}`: {res['device']}, {res['threads']} "
+          f"threads, torch {res['torch']}\n")
+    print('\n'.join(lines).rstrip())
     if args.out:
         with open(args.out, 'w') as f:
-            json.dump(res, f, indent=1)
+            json.dump(res, f, indent=1, default=str)
     return res
 
 

@@ -1,59 +1,178 @@
+#!/usr/bin/env python3
 """Tokenize an image folder into a code file with a trained PeCo tokenizer.
 
-    python tools/tokenize_dataset.py CKPT IMAGE_DIR --out codes.npz [--img-size 224]
-        [--batch-size 64] [--device cuda]
+Writes OUT (.npz): `codes` (N, h, w) uint16 (int32 when K > 65536), `files` (paths relative
+to IMAGES, sorted) and `num_embeddings`. CHECKPOINT is a tools/train.py checkpoint of a
+tokenizer config (its architecture is read from the checkpoint).
 
-Writes `codes` (N, h, w) uint16 (int32 when K > 65536), `files` (paths relative to IMAGE_DIR)
-and `num_embeddings` into an .npz file. CKPT is a tools/train.py checkpoint of a tokenizer
-config (its architecture is read from the checkpoint).
+Long jobs: the sorted file list is cut into chunks of --chunk-size images; each finished chunk
+is written to OUT.parts/ at once, and a rerun with the same arguments skips the chunks that are
+there (resume after a crash or a kill). Under torchrun each process takes every N-th chunk
+(N = world size), so several processes or GPUs share the work; rank 0 joins the chunks into
+OUT when all are done. Images are read by --workers DataLoader processes. The codes do not
+depend on the number of processes or workers.
 """
 import argparse
+import os
 import os.path as osp
 import sys
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
+EPILOG = """examples:
+  tools/tokenize_dataset.py tokenizer.pth data/imagenet/train --out codes.npz --workers 8
+  torchrun --nproc_per_node 8 tools/tokenize_dataset.py tokenizer.pth data/imagenet/train \\
+      --out codes.npz --workers 8 --device cuda          # one shard of chunks per GPU
+  (rerun the same command after an interruption: finished chunks are skipped)
+"""
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument('checkpoint')
+    p = argparse.ArgumentParser(description=__doc__, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('checkpoint', help='tokenizer checkpoint (tools/train.py)')
     p.add_argument('images', help='an image folder (searched recursively) or one image')
     p.add_argument('--out', required=True, help='output .npz file')
-    p.add_argument('--img-size', type=int, default=224)
+    p.add_argument('--img-size', type=int, default=224,
+                   help='short side resized to this, centre crop (224)')
     p.add_argument('--batch-size', type=int, default=64)
-    p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
-    return p.parse_args(argv)
+    p.add_argument('--workers', type=int, default=4, help='DataLoader processes per rank (4)')
+    p.add_argument('--chunk-size', type=int, default=4096,
+                   help='images per resumable chunk (4096)')
+    p.add_argument('--device', help='cpu or cuda (default: cuda when available; under '
+                   'torchrun cuda:LOCAL_RANK)')
+    p.add_argument('--keep-parts', action='store_true', help='keep OUT.parts/ after joining')
+    p.add_argument('--stop-after', type=int, metavar='N',
+                   help='encode at most N chunks per process, then exit without joining (split '
+                   'a long job into sessions; the next run resumes)')
+    args = p.parse_args(argv)
+    for k in ('img_size', 'batch_size', 'chunk_size'):
+        if getattr(args, k) < 1:
+            p.error(f'--{k.replace("_", "-")} must be >= 1, got {getattr(args, k)}')
+    if args.workers < 0:
+        p.error(f'--workers must be >= 0, got {args.workers}')
+    return args
+
+
+class ImageFiles:
+    """torch Dataset of (3, size, size) images in [-1, 1], the tokenizer's input."""
+
+    def __init__(self, files, size: int) -> None:
+        self.files, self.size = files, size
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __getitem__(self, i: int):
+        from peco_mm.utils.image import load_image
+        return load_image(self.files[i], self.size)
+
+
+def chunk_file(parts: str, c: int) -> str:
+    return osp.join(parts, f'chunk_{c:06d}.npy')
+
+
+def manifest(args, files: list) -> dict:
+    """What a resumed run must share with the first one."""
+    return dict(checkpoint=osp.abspath(args.checkpoint), images=osp.abspath(args.images),
+                num_files=len(files), img_size=args.img_size, chunk_size=args.chunk_size)
+
+
+def prepare_parts(parts: str, expected: dict, rank: int) -> None:
+    """Create OUT.parts/ with its manifest, or check that an existing one is this job's."""
+    import json
+
+    from peco_mm.utils.distributed import barrier
+    path = osp.join(parts, 'manifest.json')
+    if rank == 0:
+        os.makedirs(parts, exist_ok=True)
+        if not osp.isfile(path):
+            with open(path, 'w') as f:
+                json.dump(expected, f, indent=1)
+    barrier()
+    with open(path) as f:
+        found = json.load(f)
+    if found != expected:
+        diff = {k: (found.get(k), v) for k, v in expected.items() if found.get(k) != v}
+        raise SystemExit(f'tokenize_dataset.py: {parts} holds chunks of another job (differs in '
+                         f'{diff}, as (there, now)); delete it or change --out')
+
+
+def encode_chunks(tok, files: list, chunks: list, args, device: str):
+    """Yield (chunk index, codes (n, h, w)) for each chunk in `chunks`, in order; one DataLoader
+    whose batches never cross a chunk boundary, so its workers serve all chunks."""
+    import numpy as np
+    import torch
+    from torch.utils.data import DataLoader
+    size, bs = args.chunk_size, args.batch_size
+    batches, owner = [], []
+    for c in chunks:
+        stop = min((c + 1) * size, len(files))
+        for s in range(c * size, stop, bs):
+            batches.append(list(range(s, min(s + bs, stop))))
+            owner.append(c)
+    loader = DataLoader(ImageFiles(files, args.img_size), batch_sampler=batches,
+                        num_workers=args.workers, pin_memory=device.startswith('cuda'))
+    out = []
+    with torch.inference_mode():
+        for i, batch in enumerate(loader):
+            out.append(tok.encode(batch.to(device, non_blocking=True)).cpu().numpy())
+            if i + 1 == len(batches) or owner[i + 1] != owner[i]:
+                yield owner[i], np.concatenate(out)
+                out = []
 
 
 def main(argv=None):
     args = parse_args(argv)
+    sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+    import numpy as np
+    from tqdm import tqdm
+
     from peco_mm.tokenizer import PeCoTokenizer
-    from peco_mm.tokenizer.image_io import find_images, load_image
+    from peco_mm.utils.distributed import barrier, finish, init_from_env
+    from peco_mm.utils.image import find_images
+    rank, world, device = init_from_env(args.device)
     try:
-        from tqdm import tqdm
-    except ImportError:  # pragma: no cover
-        def tqdm(x, **_):
-            return x
-    files = find_images(args.images)
-    tok = PeCoTokenizer.from_checkpoint(args.checkpoint, map_location=args.device)
+        files = find_images(args.images)
+    except FileNotFoundError as err:
+        raise SystemExit(f'tokenize_dataset.py: {err}')
+    tok = PeCoTokenizer.from_checkpoint(args.checkpoint, map_location=device)
     if args.img_size % tok.downsample:
-        raise SystemExit(f'--img-size {args.img_size} is not a multiple of the tokenizer\'s '
-                         f'downsampling factor {tok.downsample}')
+        raise SystemExit(f"tokenize_dataset.py: --img-size {args.img_size} is not a multiple of "
+                         f"the tokenizer's downsampling factor {tok.downsample}")
     dtype = np.uint16 if tok.num_embeddings <= 65536 else np.int32
-    side = args.img_size // tok.downsample
-    codes = np.zeros((len(files), side, side), dtype)
-    for s in tqdm(range(0, len(files), args.batch_size), desc='tokenize', unit='batch'):
-        batch = torch.stack([load_image(f, args.img_size)
-                             for f in files[s:s + args.batch_size]]).to(args.device)
-        codes[s:s + len(batch)] = tok.encode(batch).cpu().numpy().astype(dtype)
-    root = args.images if osp.isdir(args.images) else osp.dirname(args.images)
-    rel = np.array([osp.relpath(f, root) for f in files])
-    np.savez_compressed(args.out, codes=codes, files=rel, num_embeddings=tok.num_embeddings)
-    print(f'{len(files)} images -> {args.out}: codes {codes.shape}, '
-          f'{len(np.unique(codes))} of {tok.num_embeddings} codes used')
+    parts = args.out + '.parts'
+    prepare_parts(parts, manifest(args, files), rank)
+
+    n_chunks = -(-len(files) // args.chunk_size)
+    mine = list(range(rank, n_chunks, world))
+    todo = [c for c in mine if not osp.isfile(chunk_file(parts, c))]
+    if rank == 0:
+        print(f'{len(files)} images in {n_chunks} chunks of {args.chunk_size}, {world} '
+              f'process(es); rank 0: {len(mine) - len(todo)} of its {len(mine)} chunks done',
+              flush=True)
+    if args.stop_after is not None:
+        todo = todo[:args.stop_after]
+    progress = tqdm(total=len(todo), desc=f'rank {rank}', unit='chunk', position=rank)
+    for c, codes in encode_chunks(tok, files, todo, args, device):
+        tmp = chunk_file(parts, c) + '.tmp'
+        with open(tmp, 'wb') as f:
+            np.save(f, codes.astype(dtype))
+        os.replace(tmp, chunk_file(parts, c))  # a chunk file is complete or absent
+        progress.update()
+    progress.close()
+    if args.stop_after is not None:
+        return finish()
+    barrier()
+    if rank == 0:
+        codes = np.concatenate([np.load(chunk_file(parts, c)) for c in range(n_chunks)])
+        root = args.images if osp.isdir(args.images) else osp.dirname(args.images)
+        rel = np.array([osp.relpath(f, root) for f in files])
+        np.savez_compressed(args.out, codes=codes, files=rel, num_embeddings=tok.num_embeddings)
+        if not args.keep_parts:
+            import shutil
+            shutil.rmtree(parts)
+        print(f'{len(files)} images -> {args.out}: codes {codes.shape}, '
+              f'{len(np.unique(codes))} of {tok.num_embeddings} codes used')
+    finish()
 
 
 if __name__ == '__main__':

@@ -1,34 +1,31 @@
+#!/usr/bin/env python3
 """Masked-token prediction, decoded to pixels (PeCo Fig. 4-5 and appendix Fig. 6).
 
 For each image: block-mask it, let the pretrained model predict the codes of the masked
 patches, keep the tokenizer's own codes at the visible ones, and decode the result with the
 tokenizer's decoder. One PNG row per image: original | masked | reconstruction.
 
-    python tools/visualize_mim.py CONFIG PRETRAIN_CKPT IMG [IMG ...] --out DIR \
-        [--tokenizer TOKENIZER_CKPT] [--num-masked 75] [--min-block 16] [--seed 0]
-
-CONFIG is the pretraining config (sizes, normalisation, tokenizer); PRETRAIN_CKPT holds the ViT,
+CONFIG is the pretraining config (sizes, normalisation, tokenizer); CHECKPOINT holds the ViT,
 the head and the tokenizer's encoder and codebook; the decoder comes from the tokenizer
-checkpoint (default: the one in the config). Writes
-DIR/<image name>.png for each image and DIR/grid.png with all rows.
+checkpoint (default: the one in the config). Writes OUT/<image name>.png for each image and
+OUT/grid.png with all rows.
 """
 import argparse
 import os
 import os.path as osp
 import sys
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from any folder
-
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-from mmengine.config import Config  # noqa: E402
-from PIL import Image  # noqa: E402
-
-import peco_mm  # noqa: E402,F401  (registers peco_mm types)
+EPILOG = """examples:
+  tools/visualize_mim.py configs/peco/pretrain_vitb_in1k_300e.py work_dirs/pretrain/epoch_300.pth \
+      photo1.jpg photo2.jpg --out vis/ --tokenizer work_dirs/tokenizer/epoch_100.pth
+  tools/visualize_mim.py configs/demo/pretrain_tiny_photos.py work_dirs/demo/pretrain/iter_200.pth \
+      work_dirs/demo/data/imagenet/val/*/0000.png --out vis/ --num-masked 40
+"""
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    p = argparse.ArgumentParser(description=__doc__, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('config')
     p.add_argument('checkpoint')
     p.add_argument('images', nargs='+')
@@ -39,7 +36,7 @@ def parse_args(argv=None):
     p.add_argument('--tokenizer', help="tokenizer checkpoint with the decoder (default: the "
                    "config's target_generator checkpoint)")
     p.add_argument('--seed', type=int, default=0)
-    p.add_argument('--device', default='cuda' if torch.cuda.is_available() else 'cpu')
+    p.add_argument('--device', help='cpu or cuda (default: cuda when available)')
     return p.parse_args(argv)
 
 
@@ -47,7 +44,7 @@ def find_step(pipeline: list, name: str) -> dict | None:
     return next((dict(t) for t in pipeline if t.get('type') == name), None)
 
 
-def view_sizes(cfg: Config) -> tuple[int, int | None]:
+def view_sizes(cfg) -> tuple[int, int | None]:
     crop = find_step(cfg.train_dataloader.dataset.pipeline,
                      'RandomResizedCropAndInterpolationWithTwoPic') or {}
     size = crop.get('size', cfg.model.backbone.get('img_size', 224))
@@ -56,25 +53,7 @@ def view_sizes(cfg: Config) -> tuple[int, int | None]:
     return as_int(size), as_int(second)
 
 
-def load_image(path: str, size: int) -> np.ndarray:
-    """Shorter side to `size`, centre crop: (size, size, 3) uint8 RGB."""
-    if not osp.isfile(path):
-        raise FileNotFoundError(f'image {path!r} not found')
-    img = Image.open(path).convert('RGB')
-    s = size / min(img.size)
-    img = img.resize((max(size, round(img.size[0] * s)), max(size, round(img.size[1] * s))),
-                     Image.BICUBIC)
-    left, top = (img.size[0] - size) // 2, (img.size[1] - size) // 2
-    return np.asarray(img.crop((left, top, left + size, top + size)))
-
-
-def to_uint8(x: torch.Tensor, mean: torch.Tensor, std: torch.Tensor) -> np.ndarray:
-    """(3, H, W) normalised -> (H, W, 3) uint8 RGB."""
-    x = x.float().cpu() * std.view(3, 1, 1).cpu() + mean.view(3, 1, 1).cpu()
-    return x.clamp(0, 255).round().byte().permute(1, 2, 0).numpy()
-
-
-def build_model(cfg: Config, checkpoint: str, tokenizer: str | None, device: str):
+def build_model(cfg, checkpoint: str, tokenizer: str | None, device: str):
     """The pretraining model from CONFIG + CKPT, its tokenizer with the decoder, which the
     pretraining checkpoint does not hold, from the tokenizer checkpoint."""
     from mmengine.registry import init_default_scope
@@ -96,6 +75,7 @@ def build_model(cfg: Config, checkpoint: str, tokenizer: str | None, device: str
     model.target_generator.init_weights()  # encoder, codebook and decoder
     if not osp.isfile(checkpoint):
         raise FileNotFoundError(f'pretraining checkpoint {checkpoint!r} not found')
+    import torch
     state = torch.load(checkpoint, map_location='cpu')
     state = state.get('state_dict', state)
     missing, unexpected = model.load_state_dict(state, strict=False)
@@ -108,6 +88,19 @@ def build_model(cfg: Config, checkpoint: str, tokenizer: str | None, device: str
 
 def main(argv=None):
     args = parse_args(argv)
+    sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from any folder
+    import numpy as np
+    import torch
+    from mmengine.config import Config
+    from PIL import Image
+
+    import peco_mm  # noqa: F401  (registers peco_mm types)
+    from peco_mm.datasets.mim_transforms import BlockwiseMaskGenerator
+    from peco_mm.utils.image import image_grid, read_rgb, save_png, to_uint8
+    args.device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    for path in args.images:
+        if not osp.isfile(path):
+            raise SystemExit(f'visualize_mim.py: image {path!r} not found')
     cfg = Config.fromfile(args.config)
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
@@ -116,7 +109,6 @@ def main(argv=None):
     size, second = view_sizes(cfg)
     grid = (size // model.backbone.patch_size, ) * 2
 
-    from peco_mm.datasets.mim_transforms import BlockwiseMaskGenerator
     mask_cfg = find_step(cfg.train_dataloader.dataset.pipeline, 'BlockwiseMaskGenerator') or {}
     mask_cfg.pop('type', None)
     mask_cfg['input_size'] = grid
@@ -133,8 +125,8 @@ def main(argv=None):
     os.makedirs(args.out, exist_ok=True)
     rows = []
     for path in args.images:
-        rgb = load_image(path, size)
-        views = [rgb] + ([load_image(path, second)] if second else [])
+        rgb = read_rgb(path, size)
+        views = [rgb] + ([read_rgb(path, second)] if second else [])
         # the data preprocessor expects BGR uint8 (B, 3, H, W), as LoadImageFromFile gives
         inputs = [torch.from_numpy(v[..., ::-1].copy()).permute(2, 0, 1)[None] for v in views]
         data = pre(dict(inputs=inputs, data_samples=None))
@@ -153,13 +145,15 @@ def main(argv=None):
         p = model.backbone.patch_size
         pixel_mask = mask[0].cpu().numpy().repeat(p, 0).repeat(p, 1)[..., None]
         masked = np.where(pixel_mask, np.uint8(127), rgb)
-        row = np.concatenate([rgb, masked, recon], axis=1)
+        row = np.stack([rgb, masked, recon])  # (3, H, W, 3)
         acc = (pred == codes)[mask.bool()].float().mean().item()
         name = osp.splitext(osp.basename(path))[0]
-        Image.fromarray(row).save(osp.join(args.out, f'{name}.png'))
+        if osp.isfile(osp.join(args.out, f'{name}.png')) and rows:  # same name, other folder
+            name = f'{osp.basename(osp.dirname(osp.abspath(path)))}_{name}'
+        save_png(image_grid([row]), osp.join(args.out, f'{name}.png'))
         print(f'{name}: {int(mask.sum())} masked patches, masked-token accuracy {acc:.3f}')
         rows.append(row)
-    Image.fromarray(np.concatenate(rows, axis=0)).save(osp.join(args.out, 'grid.png'))
+    save_png(image_grid(rows), osp.join(args.out, 'grid.png'))
     print(f'wrote {len(rows)} rows to {osp.join(args.out, "grid.png")}')
 
 

@@ -7,7 +7,7 @@
 _base_ = '../peco/pretrain_vitb_in1k_300e.py'
 
 data_root = 'work_dirs/demo/data/imagenet'
-tokenizer_checkpoint = 'work_dirs/demo/tokenizer/iter_300.pth'
+tokenizer_checkpoint = 'work_dirs/demo/tokenizer/iter_150.pth'
 img_size = 64
 max_iters = 200  # x 32 crops
 

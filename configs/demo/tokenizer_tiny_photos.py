@@ -10,7 +10,7 @@ data_root = 'work_dirs/demo/data/imagenet'  # train/ for training, held-out val/
 perceptual_checkpoint = 'work_dirs/demo/mocov3/mocov3_vit_tiny_pecovit.pth'
 img_size = 64
 num_embeddings = 128
-max_iters = 300  # x 16 crops
+max_iters = 150  # x 16 crops (3 seeds x 2 tokenizers in the demo's time budget)
 
 model = dict(
     base_channels=16, channel_mult=(1, 2, 2, 4), num_res_blocks=1,

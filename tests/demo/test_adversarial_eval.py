@@ -1,26 +1,17 @@
 """tools/adversarial_eval.py: BIM / MI-FGSM stay in the eps-ball and raise the loss, and the
 tool runs on the tiny classifier config (smoke)."""
-import importlib.util
 import json
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.conftest import ROOT
-
-
-def load_tool():
-    spec = importlib.util.spec_from_file_location('adversarial_eval',
-                                                  ROOT / 'tools' / 'adversarial_eval.py')
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from tests.conftest import ROOT, load_tool
 
 
 @pytest.mark.parametrize('method', ['bim', 'mifgsm'])
 def test_attack_stays_in_budget_and_raises_loss(method):
-    tool = load_tool()
+    tool = load_tool('adversarial_eval')
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(3 * 8 * 8, 4))
 
@@ -44,7 +35,7 @@ def test_tool_smoke_on_tiny_classifier(tmp_path, image_folder):
     from mmengine.config import Config
     from mmengine.registry import init_default_scope
     from mmpretrain.registry import MODELS
-    tool = load_tool()
+    tool = load_tool('adversarial_eval')
     cfg = tmp_path / 'cls.py'
     cfg.write_text(f"_base_ = '{ROOT}/configs/demo/finetune_tiny_cls.py'\n"
                    f"test_dataloader = dict(dataset=dict(data_root='{image_folder}'))\n")

@@ -199,10 +199,7 @@ def test_shipped_pretrain_configs_state_the_paper_settings():
 
 
 def test_benchmark_smoke_runs_all_four_models():
-    import os.path as osp
-    import sys
-    sys.path.insert(0, osp.join(REPO, 'tools'))
-    import benchmark_pretrain
-    res = benchmark_pretrain.main(['--smoke', '--device', 'cpu'])
+    from peco_mm.utils.benchmark import PRETRAIN_MODELS, bench_pretrain
+    res = bench_pretrain(PRETRAIN_MODELS, batch=4, steps=1, warmup=1, device='cpu', smoke=True)
     assert [r['model'] for r in res] == ['peco', 'beit', 'mae', 'peco_mae']
     assert all(r['ms_per_step'] > 0 and r['trainable_m'] > 0 for r in res)

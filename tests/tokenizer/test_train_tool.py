@@ -117,5 +117,5 @@ def _load_tool(name):
 
 
 def _tool_image(path):
-    from peco_mm.tokenizer.image_io import load_image
+    from peco_mm.utils.image import load_image
     return load_image(str(path), 32)

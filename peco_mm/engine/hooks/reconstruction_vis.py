@@ -35,7 +35,7 @@ class ReconstructionVisHook(Hook):
             return
         if not is_main_process():
             return
-        from ...tokenizer.visualize import side_by_side_grid
+        from ...utils.image import side_by_side_grid
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
         if getattr(model, 'decoder', None) is None:
             return
