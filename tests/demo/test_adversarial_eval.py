@@ -1,12 +1,14 @@
 """tools/adversarial_eval.py: BIM / MI-FGSM stay in the eps-ball and raise the loss, and the
 tool runs on the tiny classifier config (smoke)."""
 import json
+import os
+import sys
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from tests.conftest import ROOT, load_tool
+from tests.conftest import ROOT, load_tool, run_tool
 
 
 @pytest.mark.parametrize('method', ['bim', 'mifgsm'])
@@ -49,6 +51,15 @@ def test_tool_smoke_on_tiny_classifier(tmp_path, image_folder):
                      '--out', str(out), '--device', 'cpu'])
     assert res['images'] == 12 and json.loads(out.read_text()) == res
     assert res['top1_bim'] <= res['top1_clean'] and res['top1_mifgsm'] <= res['top1_clean']
+    # two torchrun processes: 6 images each, none twice, the same counts (an attack's step
+    # per image does not depend on the batch: sign and L1-normalised gradients), a progress bar
+    out2 = tmp_path / 'res2.json'
+    proc = run_tool([sys.executable, '-m', 'torch.distributed.run', '--nproc_per_node', '2',
+                     '--master_port', str(29500 + os.getpid() % 1000 + 1),
+                     'tools/adversarial_eval.py', cfg, tmp_path / 'ckpt.pth', '--iters', '3',
+                     '--eps', '16', '--out', out2, '--device', 'cpu'], timeout=300)
+    assert json.loads(out2.read_text()) == dict(res, processes=2)
+    assert 'adversarial eval: 100%' in proc.stderr
     # clean accuracy is the model's own prediction rate on the 12 held-out images
     init_default_scope('mmpretrain')
     same = tool.main([str(cfg), str(tmp_path / 'ckpt.pth'), '--iters', '1', '--eps', '0',
