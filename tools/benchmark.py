@@ -53,16 +53,18 @@ def parse_args(argv=None):
         return s
 
     t = add('tokenizer', 'tokenizer encode() throughput', 32, 10, 2)
-    t.add_argument('--no-dalle', action='store_true', help="skip mmpretrain's DALL-E encoder")
     pre = add('pretrain', 'one MIM pretraining step: PeCo, BEiT, MAE, PeCo_MAE', 64, 10, 3)
-    pre.add_argument('--models', nargs='+', choices=PRETRAIN_MODELS, default=PRETRAIN_MODELS)
-    pre.add_argument('--amp', choices=('none', 'bf16', 'fp16'), default='none',
-                     help='autocast dtype (none)')
     d = add('dense', 'one training step of configs (UperNet, Mask R-CNN)', 1, 2, 1)
-    d.add_argument('configs', nargs='*', help=f'default: {" ".join(DENSE)} (with --smoke the '
-                   'demo\'s toy configs)')
-    a = add('all', 'tokenizer + pretrain + dense', 32, 5, 2)
-    a.add_argument('--no-dalle', action='store_true', help="skip mmpretrain's DALL-E encoder")
+    a = add('all', 'tokenizer + pretrain + dense (dense at batch 1)', 32, 5, 2)
+    for s in (t, a):
+        s.add_argument('--no-dalle', action='store_true', help="skip mmpretrain's DALL-E encoder")
+    for s in (pre, a):
+        s.add_argument('--models', nargs='+', choices=PRETRAIN_MODELS, default=PRETRAIN_MODELS)
+        s.add_argument('--amp', choices=('none', 'bf16', 'fp16'),
+                       help='autocast dtype (default: bf16 on CUDA, none on CPU)')
+    for s in (d, a):
+        s.add_argument('configs', nargs='*', help=f'default: {" ".join(DENSE)} (with --smoke '
+                       "the demo's toy configs)")
     m = sub.add_parser('memory', parents=[common], help='peak memory of a config\'s training '
                        'step at given batch sizes (estimated on CPU)',
                        description='Peak tensor memory of one training step (data '
@@ -115,21 +117,32 @@ def md_dense(rows: list) -> list[str]:
 
 def md_memory(res: dict) -> list[str]:
     gib, mib = 2**30, 2**20
-    if res['estimated']:
-        m = res['model']
-        fb = ', '.join(f"{v['forward_backward'] / gib:.2f}" for v in m['measured'].values())
-        head = [f"Peak tensor memory of one training step, **estimated**: measured on "
-                f"{res['device']} at batch {', '.join(map(str, m['measured']))} (forward + "
-                f"backward peaks {fb} GiB) and extrapolated linearly: "
-                f"{m['fixed'] / gib:.2f} GiB + {m['per_image'] / mib:.1f} MiB per image "
-                f"(largest residual of the fit {m['max_residual'] / mib:.1f} MiB), at least the "
-                f"optimizer update's peak {m['update'] / gib:.2f} GiB. amp: {res['amp']}.", '']
-    else:
+    if not res['estimated']:
         head = [f"Peak tensor memory of one training step, measured on {res['device']} "
                 f"(torch.cuda.max_memory_allocated). amp: {res['amp']}.", '']
+    else:
+        m = res['model']
+        batches = list(m['measured'])
+        head = [f"Peak tensor memory of one training step, **estimated**: measured on "
+                f"{res['device']} at batch {', '.join(map(str, batches))} and extrapolated "
+                f"linearly per phase (amp: {res['amp']}):", '',
+                '| phase | ' + ' | '.join(f'batch {b} (measured)' for b in batches) +
+                ' | fixed + per image |', '|---|' + '---:|' * (len(batches) + 1)]
+        for p in m['fixed']:
+            head.append(f'| {p} | ' + ' | '.join(f"{m['measured'][b][p] / gib:.2f} GiB"
+                                                 for b in batches) +
+                        f" | {m['fixed'][p] / gib:.2f} GiB + {m['per_image'][p] / mib:.1f} MiB |")
+        head += ['', f"Largest residual of the fits: {m['max_residual'] / mib:.1f} MiB."]
+        if m['max_residual'] > 0.01 * max(m['measured'][batches[-1]].values()):
+            head.append('WARNING: the peaks are not linear over these batches (at small '
+                        'batches the backward peak is set by the gradients, not the '
+                        'activations): measure at larger batches.')
+        head.append('')
     tag = ' (estimated)' if res['estimated'] else ''
-    return head + ['| batch per GPU | peak memory |', '|---:|---:|'] + [
-        f'| {b} | {v / gib:.1f} GiB{tag} |' for b, v in res['peak'].items()]
+    rows = [f"| {b} | {v / gib:.1f} GiB{tag} |" + (f" {res['phase'][b]} |" if tag else '')
+            for b, v in res['peak'].items()]
+    return head + ['| batch per GPU | peak memory |' + (' peak in |' if tag else ''),
+                   '|---:|---:|' + ('---|' if tag else '')] + rows
 
 
 def environment(device: str) -> dict:
@@ -163,38 +176,37 @@ def run_memory(args) -> tuple[dict, list[str]]:
     res = bm.plan_memory(cfg, targets, args.device, args.measure, args.amp)
     if res['estimated']:
         m = res.pop('model')
-        res['model'] = dict(fixed=m.fixed, per_image=m.per_image, update=m.update,
-                            measured=m.measured, max_residual=m.max_residual())
+        res['phase'] = {b: m.phase_at(b) for b in res['peak']}
+        res['model'] = dict(fixed=m.fixed, per_image=m.per_image, measured=m.measured,
+                            max_residual=m.max_residual())
     res['config'] = args.config
     return res, md_memory(res)
 
 
 def run_timing(args) -> tuple[dict, list[str]]:
+    """tokenizer / pretrain / dense / all; --smoke: tiny sizes, one or two steps."""
     from peco_mm.utils import benchmark as bm
     res, lines = {}, []
-    cmd = args.command
+    cmd, smoke = args.command, args.smoke
+    steps, warmup = (1, 0) if smoke else (args.steps, args.warmup)
     if cmd in ('tokenizer', 'all'):
-        batch, steps = (2, 1) if args.smoke else (args.batch, args.steps)
-        res['tokenizer'] = bm.bench_tokenizers(batch, steps, 0 if args.smoke else args.warmup,
-                                               args.device, not args.no_dalle, args.smoke)
+        batch = 2 if smoke else args.batch
+        res['tokenizer'] = bm.bench_tokenizers(batch, steps, warmup, args.device,
+                                               not args.no_dalle, smoke)
         lines += md_tokenizer(res['tokenizer']) + ['']
     if cmd in ('pretrain', 'all'):
-        batch, steps, warmup = ((min(args.batch, 4), min(args.steps, 2), min(args.warmup, 1))
-                                if args.smoke else (args.batch, args.steps, args.warmup))
-        amp = getattr(args, 'amp', 'bf16' if args.device.startswith('cuda') else 'none')
-        models = getattr(args, 'models', PRETRAIN_MODELS)
-        res['pretrain'] = bm.bench_pretrain(models, batch, steps, warmup, args.device, amp,
-                                            args.smoke)
-        lines += [f'{"smoke sizes" if args.smoke else "ViT-B/16 at 224 px"}, batch {batch}, '
-                  f'amp {amp}, median of {steps} steps (forward + backward + AdamW)', '']
+        batch = min(args.batch, 4) if smoke else args.batch
+        amp = args.amp or ('bf16' if args.device.startswith('cuda') else 'none')
+        res['pretrain'] = bm.bench_pretrain(args.models, batch, steps, warmup, args.device, amp,
+                                            smoke)
+        lines += [f'{"smoke sizes" if smoke else "ViT-B/16 at 224 px"}, batch {batch}, amp '
+                  f'{amp}, median of {steps} steps (forward + backward + AdamW)', '']
         lines += md_pretrain(res['pretrain']) + ['']
     if cmd in ('dense', 'all'):
-        configs = getattr(args, 'configs', None) or (DENSE_SMOKE if args.smoke else DENSE)
+        configs = args.configs or (DENSE_SMOKE if smoke else DENSE)
+        configs = [c if Path(c).exists() else str(ROOT / c) for c in configs]
         batch = 1 if cmd == 'all' else args.batch
-        steps, warmup = (1, 0) if args.smoke else (min(args.steps, 3), min(args.warmup, 1))
-        res['dense'] = bm.bench_config_steps([str(ROOT / c) if not Path(c).exists() else c
-                                              for c in configs], batch, steps, warmup,
-                                             args.device)
+        res['dense'] = bm.bench_config_steps(configs, batch, steps, warmup, args.device)
         lines += md_dense(res['dense']) + ['']
     return res, lines
 

@@ -77,8 +77,10 @@ class Demo:
         the backbone's pretrained weights dropped for `scratch`, --quick's short schedule."""
         from mmengine.config import Config
         cfg = Config.fromfile(str(CONFIGS / name))
-        rebase_paths(cfg._cfg_dict, CONFIG_ROOT, str(self.wd))
-        walk_strings(cfg._cfg_dict, lambda s: self.checkpoint_of(s, name))
+        root = str(self.wd)
+        walk_strings(cfg, lambda s: root + s[len(CONFIG_ROOT):]
+                     if s == CONFIG_ROOT or s.startswith(CONFIG_ROOT + '/') else s)
+        walk_strings(cfg, lambda s: self.checkpoint_of(s, name))
         cfg.randomness = dict(cfg.get('randomness', {}), seed=seed)
         if cfg.get('visualizer'):  # one visualizer per run: mmengine keeps them by name
             cfg.visualizer.name = f'{name}_seed{seed}_{time.time()}'
@@ -125,19 +127,25 @@ class Demo:
 
 
 def walk_strings(node, fn) -> None:
-    """Replace every string s in a config tree by fn(s), in place."""
-    items = node.items() if isinstance(node, dict) else enumerate(node)
-    for k, v in list(items):
+    """Replace every string s in a config (or a dict / list in it) by fn(s), in place."""
+    for k, v in list(node.items() if hasattr(node, 'items') else enumerate(node)):
         if isinstance(v, str):
             node[k] = fn(v)
         elif isinstance(v, (dict, list)):
             walk_strings(v, fn)
 
 
-def rebase_paths(node, old: str, new: str) -> None:
-    """Replace the leading folder `old` of every path in a config tree by `new`, in place."""
-    walk_strings(node, lambda s: new + s[len(old):] if s == old or s.startswith(old + '/')
-                 else s)
+def call_tool(name: str, argv: list):
+    """tools/<name>.py's main(argv), as a user runs it: (its return value, what it printed)."""
+    import contextlib
+    import importlib.util
+    import io
+    spec = importlib.util.spec_from_file_location(name, ROOT / 'tools' / f'{name}.py')
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    with contextlib.redirect_stdout(io.StringIO()) as log:
+        out = tool.main([str(a) for a in argv])
+    return out, log.getvalue()
 
 
 def shorten_schedule(cfg, iters: int, epochs: int, batch: int) -> None:
@@ -172,10 +180,6 @@ def stage_data(demo: Demo) -> dict:
 
 def stage_mocov3(demo: Demo, data: dict) -> dict:
     """MoCo v3, converted to PeCoViT at the path the tokenizer config reads, and checked."""
-    import contextlib
-    import importlib.util
-    import io
-
     import torch
 
     from peco_mm.models.convert import load_pretrained_vit
@@ -186,14 +190,9 @@ def stage_mocov3(demo: Demo, data: dict) -> dict:
     tok_cfg = demo.config('tokenizer_tiny_photos.py')
     pecovit = tok_cfg.model.perceptual_cfg.checkpoint  # where stage 2 expects the network
     heads = tok_cfg.model.perceptual_cfg.vit_cfg.num_heads
-    spec = importlib.util.spec_from_file_location('convert_checkpoint',
-                                                  ROOT / 'tools' / 'convert_checkpoint.py')
-    convert = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(convert)
-    with contextlib.redirect_stdout(io.StringIO()) as log:  # the converter, as a user runs it
-        rc = convert.main([r['ckpt'], pecovit, '--num-heads', str(heads)])
+    rc, log = call_tool('convert_checkpoint', [r['ckpt'], pecovit, '--num-heads', heads])
     if rc != 0:
-        raise RuntimeError(f'tools/convert_checkpoint.py {r["ckpt"]} failed:\n{log.getvalue()}')
+        raise RuntimeError(f'tools/convert_checkpoint.py {r["ckpt"]} failed:\n{log}')
 
     trained = load_pretrained_vit(pecovit, num_heads=heads, out_type='avg_featmap').eval()
     views = next(t for t in r['cfg'].train_pipeline if t['type'] == 'MultiView')['transforms']
@@ -229,9 +228,6 @@ def stage_tokenizers(demo: Demo) -> dict:
 
 
 def stage_pretrain(demo: Demo, data: dict, toks: dict) -> dict:
-    import contextlib
-    import importlib.util
-    import io
     import statistics
 
     from peco_mm.tokenizer import PeCoTokenizer
@@ -240,16 +236,11 @@ def stage_pretrain(demo: Demo, data: dict, toks: dict) -> dict:
     from peco_mm.utils.logs import series
     r = demo.train('pretrain_tiny_photos.py', 'pretrain')
     tok = toks['perceptual'][0]
-    spec = importlib.util.spec_from_file_location('visualize_mim',
-                                                  ROOT / 'tools' / 'visualize_mim.py')
-    vis = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(vis)
     grid_dir = demo.wd / 'report_files' / 'mim'
     imgs = sorted((data['imagenet'] / 'val').glob('*/0000.png'))[:3]
     config_as_run = r['work'] / osp.basename(r['cfg'].filename)  # dumped by the Runner
-    with contextlib.redirect_stdout(io.StringIO()):
-        vis.main([str(config_as_run), r['ckpt'], *map(str, imgs), '--out',
-                  str(grid_dir), '--device', 'cpu', '--tokenizer', tok['ckpt']])
+    call_tool('visualize_mim', [config_as_run, r['ckpt'], *imgs, '--out', grid_dir,
+                                '--device', 'cpu', '--tokenizer', tok['ckpt']])
     acc = series(r['recs'], 'mim_acc')[1]
     model = PeCoTokenizer.from_checkpoint(tok['ckpt'])
     train_files = find_images(data['imagenet'] / 'train')[::2]
@@ -287,23 +278,23 @@ def spread(values, digits: int = 2, scale: float = 1.0) -> str:
     return f'{statistics.mean(vals):.{digits}f} ± {statistics.stdev(vals):.{digits}f} ({each})'
 
 
-def differences(a: list, b: list, key: str, label: str, digits: int = 2,
-                scale: float = 1.0) -> str:
-    """'label: +x, -y, +z (a > b in 2 of 3)' from per-seed metrics dicts."""
+def differences(a: list, b: list, key: str, digits: int = 2, scale: float = 1.0) -> str:
+    """'+x, -y, +z (higher in 2 of 3)': a - b per seed, from per-seed metrics dicts."""
     d = [(x.get(key), y.get(key)) for x, y in zip(a, b)]
     d = [(x - y) * scale for x, y in d if x is not None and y is not None]
     if not d:
-        return f'{label} —'
+        return '—'
     wins = sum(v > 0 for v in d)
-    return f"{label} {', '.join(f'{v:+.{digits}f}' for v in d)} (higher in {wins} of {len(d)})"
+    return f"{', '.join(f'{v:+.{digits}f}' for v in d)} (higher in {wins} of {len(d)})"
 
 
-TOKENIZER_COLUMNS = (('tokenizer/psnr', 2, 1), ('tokenizer/ssim', 3, 1),
-                     ('tokenizer/perceptual', 4, 1), ('tokenizer/usage', 1, 100),
-                     ('tokenizer/perplexity', 1, 1), ('tokenizer/codeword_probe_acc', 1, 1))
-DENSE_COLUMNS = (('upernet', 'mIoU', 1, 1), ('upernet', 'aAcc', 1, 1),
-                 ('mask_rcnn', 'coco/bbox_mAP', 1, 100), ('mask_rcnn', 'coco/bbox_mAP_50', 1, 100),
-                 ('mask_rcnn', 'coco/segm_mAP', 1, 100))
+# report columns: template name -> (metric key, digits, scale)
+TOKENIZER_COLUMNS = dict(psnr=('tokenizer/psnr', 2, 1), ssim=('tokenizer/ssim', 3, 1),
+                         percep=('tokenizer/perceptual', 4, 1), usage=('tokenizer/usage', 1, 100),
+                         perplexity=('tokenizer/perplexity', 1, 1),
+                         probe=('tokenizer/codeword_probe_acc', 1, 1))
+DENSE_COLUMNS = dict(miou=('mIoU', 1, 1), aacc=('aAcc', 1, 1), box=('coco/bbox_mAP', 1, 100),
+                     box50=('coco/bbox_mAP_50', 1, 100), mask=('coco/segm_mAP', 1, 100))
 
 
 def report_images(demo: Demo, res: dict) -> dict:
@@ -344,73 +335,49 @@ def report_images(demo: Demo, res: dict) -> dict:
         mim=pre['grid'])
 
 
-def write_report(demo: Demo, res: dict) -> Path:
-    from string import Template
-    img = report_images(demo, res)
+def report_values(demo: Demo, res: dict) -> dict:
+    """Stage 5: every number tools/demo_report.md shows, by its template name."""
     toks, dense, moco, pre = res['tokenizers'], res['dense'], res['mocov3'], res['pretrain']
-    tm = {k: [r['metrics'] for r in toks[k]] for k in toks}
-    dm = {k: [r['metrics'] for r in v] for k, v in dense.items()}
-    tok_rows = '\n'.join(
-        f'| {name} | ' + ' | '.join(spread([m.get(c) for m in tm[k]], d, s)
-                                    for c, d, s in TOKENIZER_COLUMNS) + ' |'
-        for k, name in (('pixel', 'pixel only (lambda = 0)'), ('perceptual', 'PeCo (lambda = 1)')))
-    dense_rows = '\n'.join(
-        f'| {name} | ' + ' | '.join(spread([m.get(c) for m in dm[(t, init)]], d, s)
-                                    for t, c, d, s in DENSE_COLUMNS) + ' |'
-        for init, name in (('peco', 'PeCo'), ('scratch', 'scratch')))
-    rel = lambda p: osp.relpath(p, demo.wd)  # noqa: E731
+    metrics = {k: [r['metrics'] for r in runs] for k, runs in toks.items()}
+    for init in ('peco', 'scratch'):  # one dict per seed: UperNet's and Mask R-CNN's metrics
+        metrics[init] = [dict(seg['metrics'], **det['metrics']) for seg, det in
+                         zip(dense[('upernet', init)], dense[('mask_rcnn', init)])]
+    values = {}
+    for columns, rows in ((TOKENIZER_COLUMNS, ('perceptual', 'pixel')),
+                          (DENSE_COLUMNS, ('peco', 'scratch'))):
+        for col, (key, digits, scale) in columns.items():
+            for row in rows:
+                values[f'{row}_{col}'] = spread([m.get(key) for m in metrics[row]], digits,
+                                                scale)
+            values[f'diff_{col}'] = differences(metrics[rows[0]], metrics[rows[1]], key,
+                                                digits, scale)
+    retrieval = moco['retrieval']
+    for k in ('top1', 'top5'):
+        values[f'retrieval_{k}'] = f"{retrieval['trained'][k]:.1f} %"
+        values[f'retrieval_random_{k}'] = spread([r[k] for r in retrieval['random']], 1)
     total = sum(demo.seconds.values())
-    values = dict(
-        quick_title=' (--quick)' if demo.quick else '', total_min=f'{total / 60:.1f}',
+    return dict(
+        values, quick_title=' (--quick)' if demo.quick else '', total_min=f'{total / 60:.1f}',
         stage_times=', '.join(f'{k} {v:.0f} s' for k, v in demo.seconds.items()),
         seeds=', '.join(map(str, demo.seeds)), n_seeds=len(demo.seeds),
-        data_imagenet=rel(res['data']['imagenet']), data_ade=rel(res['data']['ade']),
-        data_coco=rel(res['data']['coco']),
         mocov3_iters=moco['iters'], n_views=moco['n_views'],
-        retrieval_trained=' | '.join(f"{moco['retrieval']['trained'][k]:.1f} %"
-                                     for k in ('top1', 'top5')),
-        retrieval_random=' | '.join(spread([r[k] for r in moco['retrieval']['random']], 1) + ' %'
-                                    for k in ('top1', 'top5')),
-        retrieval_chance=f"{100 / moco['n_views']:.1f} % | {500 / moco['n_views']:.1f} %",
-        tokenizer_iters=demo.schedule(toks['perceptual'][0]),
-        paper_probe_percep=PAPER['probe_percep'], paper_probe_pixel=PAPER['probe_pixel'],
-        tokenizer_rows=tok_rows,
-        tokenizer_diffs='; '.join(
-            differences(tm['perceptual'], tm['pixel'], c, c.split('/')[-1], d, s)
-            for c, d, s in TOKENIZER_COLUMNS if c in ('tokenizer/psnr', 'tokenizer/ssim',
-                                                      'tokenizer/codeword_probe_acc')),
-        pretrain_iters=pre['iters'], mim_acc=f"{pre['mim_acc'] * 100:.1f}",
-        majority=f"{pre['majority'] * 100:.1f}", chance_code=f"{100 / pre['num_codes']:.1f}",
-        num_codes=pre['num_codes'],
+        chance_top1=f"{100 / moco['n_views']:.1f}", chance_top5=f"{500 / moco['n_views']:.1f}",
+        tokenizer_iters=demo.schedule(toks['perceptual'][0]), pretrain_iters=pre['iters'],
+        mim_acc=f"{pre['mim_acc'] * 100:.1f}", majority=f"{pre['majority'] * 100:.1f}",
+        chance_code=f"{100 / pre['num_codes']:.1f}", num_codes=pre['num_codes'],
         upernet_iters=demo.schedule(dense[('upernet', 'peco')][0]),
         mask_rcnn_epochs=demo.schedule(dense[('mask_rcnn', 'peco')][0]),
-        dense_rows=dense_rows,
-        dense_diffs='; '.join(
-            differences(dm[(t, 'peco')], dm[(t, 'scratch')], c, c.split('/')[-1], d, s)
-            for t, c, d, s in DENSE_COLUMNS if c in ('mIoU', 'coco/bbox_mAP', 'coco/segm_mAP')),
-        paper_in1k=PAPER['in1k'], paper_ade=PAPER['ade'], paper_box=PAPER['box'],
-        paper_mask=PAPER['mask'], work_dir=demo.wd,
-        **{f'img_{k}': rel(v) for k, v in img.items()})
+        work_dir=demo.wd, **{f'paper_{k}': v for k, v in PAPER.items()},
+        **{f'data_{k}': osp.relpath(v, demo.wd) for k, v in res['data'].items()})
+
+
+def write_report(demo: Demo, res: dict, values: dict) -> Path:
+    """Stage 6: the PNGs, and tools/demo_report.md filled in as <work-dir>/report.md."""
+    from string import Template
+    images = {f'img_{k}': osp.relpath(v, demo.wd) for k, v in report_images(demo, res).items()}
     report = demo.wd / 'report.md'
-    report.write_text(Template(TEMPLATE.read_text()).substitute(values))
+    report.write_text(Template(TEMPLATE.read_text()).substitute(values, **images))
     return report
-
-
-def print_summary(res: dict) -> None:
-    """Stage 5: the numbers of stages 1-4."""
-    ret = res['mocov3']['retrieval']
-    randoms = ', '.join(f"{r['top1']:.1f}" for r in ret['random'])
-    print(f"MoCo v3 view retrieval top-1 {ret['trained']['top1']:.1f} % (random inits "
-          f'{randoms} %)')
-    for k in ('pixel', 'perceptual'):
-        psnr = [r['metrics'].get('tokenizer/psnr', float('nan')) for r in res['tokenizers'][k]]
-        print(f"tokenizer {k}: PSNR {', '.join(f'{v:.2f}' for v in psnr)} dB")
-    print(f"MIM masked-token accuracy {res['pretrain']['mim_acc'] * 100:.1f} %")
-    for (task, init), runs in res['dense'].items():
-        for r in runs:
-            print(f'{task} {init}: ' + ', '.join(
-                f'{m} {x:.3f}' for m, x in r['metrics'].items()
-                if isinstance(x, float) and m not in ('data_time', 'time')))
 
 
 def main(argv=None) -> Path:
@@ -437,9 +404,14 @@ def main(argv=None) -> Path:
     timed('pretrain', '3. PeCo pretraining', stage_pretrain, res['data'], res['tokenizers'])
     timed('dense', f'4. dense fine-tuning, PeCo and scratch, {args.seeds} seed(s)', stage_dense)
     demo.announce('5. evaluation')
-    print_summary(res)
+    values = report_values(demo, res)
+    print(f"view retrieval top-1: MoCo v3 {values['retrieval_top1']}, random init "
+          f"{values['retrieval_random_top1']} %\n"
+          f"perceptual minus pixel-only: PSNR {values['diff_psnr']}, codeword probe "
+          f"{values['diff_probe']}\nPeCo minus scratch: mIoU {values['diff_miou']}, AP box "
+          f"{values['diff_box']}")
     demo.announce('6. report')
-    report = write_report(demo, res)
+    report = write_report(demo, res, values)
     print(f'total {time.time() - demo.t0:.0f} s')
     print(f'report: {report}')
     return report

@@ -221,6 +221,19 @@ def time_pretrain_step(name: str, s: dict, batch: int, steps: int, warmup: int, 
 
 
 # ---- 3. a config's training step -------------------------------------------------------------
+@contextlib.contextmanager
+def quiet_logs():
+    """mmengine's current logger at WARNING for a while (model init and optimizer tables)."""
+    from mmengine.logging import MMLogger
+    logger = MMLogger.get_current_instance()
+    level = logger.level
+    logger.setLevel('WARNING')
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def load_config(path: str, options: dict | None = None):
     """The config with `options` merged (as --cfg-options) and the host scope initialised."""
     from mmengine.config import Config
@@ -232,7 +245,7 @@ def load_config(path: str, options: dict | None = None):
     return cfg
 
 
-def random_weights(model_cfg: dict) -> dict:
+def random_weights(model_cfg: dict):
     """The model config without pretrained files: every `init_cfg` of type Pretrained dropped,
     and `require_target_checkpoint=False` where the model takes it (PeCo, PeCo_MAE)."""
     from mmengine.registry import MODELS
@@ -249,11 +262,12 @@ def random_weights(model_cfg: dict) -> dict:
             return type(node)(strip(v) for v in node)
         return node
 
+    from mmengine.config import ConfigDict
     cfg = strip(model_cfg.to_dict() if hasattr(model_cfg, 'to_dict') else dict(model_cfg))
     cls = MODELS.get(cfg['type'])
     if cls is not None and 'require_target_checkpoint' in inspect.signature(cls).parameters:
         cfg['require_target_checkpoint'] = False
-    return cfg
+    return ConfigDict(cfg)  # hosts read nested keys as attributes (train_cfg.rpn)
 
 
 def build_model(cfg, device: str, batch: int) -> torch.nn.Module:
@@ -265,8 +279,9 @@ def build_model(cfg, device: str, batch: int) -> torch.nn.Module:
     model_cfg = random_weights(cfg.model)
     if cfg.get('data_preprocessor') is not None:  # as mmengine's Runner does
         model_cfg.setdefault('data_preprocessor', cfg.data_preprocessor)
-    model = revert_sync_batchnorm(MODELS.build(model_cfg))
-    model.init_weights()
+    with quiet_logs():  # not a line per initialised parameter
+        model = revert_sync_batchnorm(MODELS.build(model_cfg))
+        model.init_weights()
     model.to(device).train()
     if batch == 1:
         for m in model.modules():
@@ -361,7 +376,8 @@ def build_optim_wrapper(cfg, model: torch.nn.Module, device: str):
         ow = {k: v for k, v in ow.items() if k not in ('dtype', 'loss_scale')}
         ow['type'] = 'OptimWrapper'
     ow.pop('accumulative_counts', None)  # every step here updates (same memory, same work)
-    return build(model, ow)
+    with quiet_logs():
+        return build(model, ow)
 
 
 def train_step(cfg, batch: int, device: str, amp: str = 'auto'):
@@ -401,12 +417,11 @@ def bench_config_steps(configs: Sequence[str], batch: int, steps: int, warmup: i
 def peak_step_memory(cfg, batch: int, device: str, amp: str = 'auto',
                      steps: int = 2) -> dict[str, float]:
     """Peak bytes of tensors in each phase of `steps` training steps (the second step has the
-    optimizer state the first creates): {'forward_backward', 'optimizer', 'step'} (the last
-    is the whole step). The allocator's counter on CUDA, `PeakMemory` elsewhere."""
+    optimizer state the first creates): {'forward', 'backward', 'optimizer'}. The allocator's
+    counter on CUDA, `PeakMemory` elsewhere."""
     step, model = train_step(cfg, batch, device, amp)
-    optimizer = step.optim_wrapper.optimizer
-    cuda = device.startswith('cuda')
-    if cuda:
+    optim = step.optim_wrapper
+    if device.startswith('cuda'):
         phases = {}
 
         def mark(name):
@@ -421,19 +436,24 @@ def peak_step_memory(cfg, batch: int, device: str, amp: str = 'auto',
         tracker = PeakMemory()
         tracker.track(model_state_tensors(model))
         phases, mark = tracker.phases, tracker.mark
-    hooks = [optimizer.register_step_pre_hook(lambda *_: mark('forward_backward')),
-             optimizer.register_step_post_hook(lambda *_: mark('optimizer'))]
+    backward = optim.backward
+
+    def marked_backward(loss, **kwargs):
+        mark('forward')
+        return backward(loss, **kwargs)
+
+    optim.backward = marked_backward  # this wrapper only: the phase boundaries of a step
+    hooks = [optim.optimizer.register_step_pre_hook(lambda *_: mark('backward')),
+             optim.optimizer.register_step_post_hook(lambda *_: mark('optimizer'))]
     try:
         with tracker:
             for _ in range(steps):
                 step()
-                mark('after')
+                mark('rest')
     finally:
         for h in hooks:
             h.remove()
-    out = {k: float(v) for k, v in phases.items() if k != 'after'}
-    out['step'] = max(phases.values())
-    return out
+    return {k: float(phases[k]) for k in ('forward', 'backward', 'optimizer')}
 
 
 def plan_memory(cfg, targets: Sequence[int], device: str, measure: Sequence[int] = (1, 2, 4),
@@ -443,7 +463,8 @@ def plan_memory(cfg, targets: Sequence[int], device: str, measure: Sequence[int]
     amp = config_amp(cfg) if amp == 'auto' else amp
     if device.startswith('cuda'):
         return dict(estimated=False, device=device, amp=amp,
-                    peak={b: peak_step_memory(cfg, b, device, amp)['step'] for b in targets})
+                    peak={b: max(peak_step_memory(cfg, b, device, amp).values())
+                          for b in targets})
     model = StepMemory.fit({b: peak_step_memory(cfg, b, device, amp) for b in measure})
     return dict(estimated=True, device=device, amp=amp, model=model,
                 peak={b: model(b) for b in targets})

@@ -8,11 +8,14 @@ operator returns (forward, autograd's backward and the optimizer alike) and keep
 the storages alive at each moment, the way the allocator's counter does. Workspace an operator
 frees before it returns is not seen; that is the difference to expect against a GPU.
 
-A training step has two peaks: in the backward pass (weights, gradients, optimizer state and
-the activations, which grow with the batch) and in the optimizer update (weights, gradients,
-optimizer state and the update's temporaries, which do not). At small batches the second can
-be the larger, so `StepMemory` fits a line to the first over batch size and keeps the second
-as a floor, rather than fitting a line to the maximum of both.
+A training step peaks in one of three phases: at the end of the forward pass (weights,
+optimizer state and the activations kept for backward, which grow with the batch), in the
+backward pass (activations give way to gradients), or in the optimizer update (weights,
+gradients, optimizer state and the update's temporaries, which do not grow with the batch).
+`StepMemory` fits a line over batch size to each phase's peak and takes the largest: a line
+through the step's overall peak would bend where the peak moves from one phase to another.
+The backward peak itself is the larger of "activations + first gradients" and "all gradients";
+measure at batches where the first dominates (`max_residual` shows a bend).
 """
 from __future__ import annotations
 
@@ -84,38 +87,42 @@ class PeakMemory(TorchDispatchMode):
 
 @dataclass
 class StepMemory:
-    """Peak memory of a training step over batch size B:
-    max(fixed + per_image * B, update), where the line is fitted by least squares to the
-    forward/backward peaks measured at a few batch sizes and `update` is the largest peak of
-    the optimizer update (which does not depend on B)."""
-    fixed: float  # bytes: weights, optimizer state, the gradients present at that peak
-    per_image: float  # bytes per image: activations kept for backward, inputs
-    update: float  # bytes: the optimizer update's peak
+    """Peak memory of a training step over batch size B: the largest over phases of
+    fixed[phase] + per_image[phase] * B, each line fitted by least squares to the peaks of
+    that phase measured at a few batch sizes."""
+    fixed: dict[str, float]  # phase -> bytes that do not grow with B (weights, state, ...)
+    per_image: dict[str, float]  # phase -> bytes per image (activations, inputs)
     measured: dict[int, dict[str, float]]  # batch -> {phase: peak bytes}
 
     @classmethod
-    def fit(cls, measured: dict[int, dict[str, float]],
-            line_phase: str = 'forward_backward', flat_phase: str = 'optimizer') -> 'StepMemory':
+    def fit(cls, measured: dict[int, dict[str, float]]) -> 'StepMemory':
         if len(measured) < 2:
             raise ValueError(f'a line needs peaks at 2 or more batch sizes, got {list(measured)}')
         xs = list(measured)
-        ys = [m[line_phase] for m in measured.values()]
-        mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
-        slope = (sum((x - mx) * (y - my) for x, y in zip(xs, ys))
-                 / sum((x - mx) ** 2 for x in xs))
-        update = max(m.get(flat_phase, 0.0) for m in measured.values())
-        return cls(fixed=my - slope * mx, per_image=slope, update=update,
-                   measured={b: dict(m) for b, m in measured.items()})
+        mx = sum(xs) / len(xs)
+        fixed, per_image = {}, {}
+        for phase in measured[xs[0]]:
+            ys = [m[phase] for m in measured.values()]
+            my = sum(ys) / len(ys)
+            slope = (sum((x - mx) * (y - my) for x, y in zip(xs, ys))
+                     / sum((x - mx) ** 2 for x in xs))
+            fixed[phase], per_image[phase] = my - slope * mx, slope
+        return cls(fixed, per_image, {b: dict(m) for b, m in measured.items()})
 
-    def line(self, batch: int) -> float:
-        return self.fixed + self.per_image * batch
+    def line(self, phase: str, batch: int) -> float:
+        return self.fixed[phase] + self.per_image[phase] * batch
 
     def __call__(self, batch: int) -> float:
-        return max(self.line(batch), self.update)
+        return max(self.line(p, batch) for p in self.fixed)
 
-    def max_residual(self, line_phase: str = 'forward_backward') -> float:
-        """The largest |measured - fitted| of the line, in bytes: how far from linear."""
-        return max(abs(m[line_phase] - self.line(b)) for b, m in self.measured.items())
+    def phase_at(self, batch: int) -> str:
+        """The phase whose line is highest at `batch`."""
+        return max(self.fixed, key=lambda p: self.line(p, batch))
+
+    def max_residual(self) -> float:
+        """The largest |measured - fitted| over phases and batches, in bytes."""
+        return max(abs(v - self.line(p, b)) for b, m in self.measured.items()
+                   for p, v in m.items())
 
 
 def model_state_tensors(module: torch.nn.Module) -> Sequence[torch.Tensor]:

@@ -24,7 +24,7 @@ def test_all_smoke(tmp_path):
     assert [r['config'] for r in res['dense']] == ['upernet_tiny_shapes.py',
                                                    'mask_rcnn_tiny_shapes.py']
     assert all(r['s_per_step'] > 0 and r['params_m'] > 0 for r in res['dense'])
-    assert proc.stdout.startswith('`python tools/benchmark.py all --smoke --device cpu')
+    assert '`python tools/benchmark.py all --smoke --device cpu' in proc.stdout
     assert '| peco |' in proc.stdout and '| upernet_tiny_shapes.py | 1 |' in proc.stdout
 
 
@@ -65,37 +65,42 @@ def test_peak_memory_of_a_train_step_matches_the_arithmetic():
 
 
 def test_memory_plan_extrapolates_and_says_so(capsys):
-    """The tiny classifier config: the forward/backward line through batches 4 and 8 predicts
-    the peak measured at batch 16 within 1 %, and the CLI marks its CPU figures as estimated.
-    (Below batch 4 this model's backward peak is set by weight-sized temporaries, not by the
+    """The tiny classifier config: the per-phase lines through batches 4 and 8 predict the
+    peak measured at batch 16 within 1 %, and the CLI marks its CPU figures as estimated.
+    (Below batch 4 this model's backward peak is set by its gradients, not by the
     activations: measure where the activations dominate.)"""
     from peco_mm.utils import benchmark as bm
     config = str(ROOT / 'configs' / 'demo' / 'finetune_tiny_cls.py')
     cfg = bm.load_config(config)
     plan = bm.plan_memory(cfg, [16, 256], 'cpu', measure=(4, 8))
     m = plan['model']
-    assert plan['estimated'] and plan['amp'] == 'none' and m.per_image > 0
+    assert plan['estimated'] and plan['amp'] == 'none'
+    assert m.per_image['forward'] > 0 and m.per_image['backward'] > 0
     measured = bm.peak_step_memory(bm.load_config(config), 16, 'cpu')
-    assert abs(plan['peak'][16] - measured['step']) < 0.01 * measured['step']
-    assert plan['peak'][256] == pytest.approx(max(m.fixed + 256 * m.per_image, m.update))
-    # the update holds weights, gradients and AdamW's two moments; the backward peak (end of
-    # the forward pass) the weights and moments, before most gradients exist
+    assert abs(plan['peak'][16] - max(measured.values())) < 0.01 * max(measured.values())
+    assert plan['peak'][256] == pytest.approx(max(m.line(p, 256) for p in m.fixed))
+    # the update holds weights, gradients and AdamW's two moments; the end of the forward
+    # pass the weights and the moments, no gradients (set to None after each step)
     params = sum(p.numel() for p in bm.build_model(cfg, 'cpu', 2).parameters()) * 4
-    assert m.update >= 4 * params and m.fixed >= 3 * params
+    assert measured['optimizer'] >= 4 * params
+    assert 3 * params <= m.fixed['forward'] < 3.2 * params
 
     res = load_tool('benchmark').main(['memory', config, '--batch', '64', '--measure', '4', '8',
                                        '--device', 'cpu'])
     out = capsys.readouterr().out
     assert res['estimated'] and '**estimated**' in out and 'GiB (estimated) |' in out
-    assert '| 64 |' in out and 'extrapolated linearly' in out
+    assert '| 64 |' in out and 'extrapolated' in out and 'WARNING' not in out
+    assert res['phase'][64] in ('forward', 'backward')
 
 
-def test_step_memory_keeps_the_update_peak_as_a_floor():
+def test_step_memory_takes_the_highest_phase_line():
     from peco_mm.utils.memory import StepMemory
-    m = StepMemory.fit({1: dict(forward_backward=110., optimizer=200.),
-                        3: dict(forward_backward=130., optimizer=190.)})
-    assert (m.fixed, m.per_image, m.update) == (100., 10., 200.)
-    assert m(2) == 200. and m(50) == 600. and m.max_residual() == 0.
+    m = StepMemory.fit({1: dict(forward=110., backward=150., optimizer=200.),
+                        3: dict(forward=130., backward=170., optimizer=200.)})
+    assert m.fixed == dict(forward=100., backward=140., optimizer=200.)
+    assert m.per_image == dict(forward=10., backward=10., optimizer=0.)
+    assert m(2) == 200. and m.phase_at(2) == 'optimizer'
+    assert m(50) == 640. and m.phase_at(50) == 'backward' and m.max_residual() == 0.
 
 
 def test_memory_rejects_a_single_measure_batch():
