@@ -70,13 +70,16 @@ def parse_args(argv=None):
                        description='Peak tensor memory of one training step (data '
                        'preprocessor, forward, backward, optimizer update; the second of two '
                        'steps, with the optimizer state). CUDA: torch.cuda.max_memory_allocated '
-                       'at each --batch. CPU: measured at the --measure batches by counting live '
-                       'tensors, extrapolated linearly to each --batch, and marked "estimated".')
+                       'at each --batch. CPU: the bytes of live tensors measured at the '
+                       '--measure batches, a line over batch size fitted to the peak of each '
+                       'phase (end of forward, backward, update), the largest at each --batch, '
+                       'marked "estimated".')
     m.add_argument('config')
     m.add_argument('--batch', type=int, nargs='+',
                    help="per-GPU batch sizes (default: the config's train_dataloader.batch_size)")
-    m.add_argument('--measure', type=int, nargs='+', default=[1, 2, 4],
-                   help='CPU: batches measured for the linear fit (1 2 4)')
+    m.add_argument('--measure', type=int, nargs='+', default=[2, 4, 8],
+                   help='CPU: batches measured for the fits (2 4 8); larger ones when the '
+                   'output warns that the peaks are not linear')
     m.add_argument('--amp', choices=('auto', 'none', 'bf16', 'fp16'), default='auto',
                    help="autocast dtype; auto: what the config's optim_wrapper uses (AMP "
                    'wrappers need CUDA, so on CPU the same dtype runs under torch.autocast)')

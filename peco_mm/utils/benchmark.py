@@ -456,7 +456,7 @@ def peak_step_memory(cfg, batch: int, device: str, amp: str = 'auto',
     return {k: float(phases[k]) for k in ('forward', 'backward', 'optimizer')}
 
 
-def plan_memory(cfg, targets: Sequence[int], device: str, measure: Sequence[int] = (1, 2, 4),
+def plan_memory(cfg, targets: Sequence[int], device: str, measure: Sequence[int] = (2, 4, 8),
                 amp: str = 'auto') -> dict:
     """Peak training-step memory at each target batch: measured on CUDA; elsewhere measured at
     the small `measure` batches and extrapolated (`StepMemory`, marked `estimated`)."""
