@@ -104,22 +104,24 @@ class Demo:
         return written
 
     def train(self, name: str, run_dir: str, seed: int = 0, scratch: bool = False) -> dict:
-        """Train a demo config; returns its work dir, checkpoint, config and log records."""
+        """Train a demo config as tools/train.py does; returns the run's folder, config file
+        (`self.config(...)` as run), last checkpoint and log records."""
         from peco_mm.engine.launch import run
         from peco_mm.utils.logs import read_scalars
         cfg = self.config(name, seed, scratch)
         work = self.wd / run_dir
-        run(cfg, work_dir=str(work), mode='train')
+        work.mkdir(parents=True, exist_ok=True)
+        cfg.dump(str(work / name))
+        run(str(work / name), work_dir=str(work), mode='train')
         ckpt = (work / 'last_checkpoint').read_text().strip()
         self.last_checkpoint[str(work)] = ckpt
-        return dict(work=work, ckpt=ckpt, cfg=cfg, recs=read_scalars(work))
+        return dict(work=work, config=work / name, ckpt=ckpt, cfg=cfg, recs=read_scalars(work))
 
     def test(self, r: dict) -> dict:
         """tools/test.py on a trained run: the metrics of the config's test_evaluator."""
         from peco_mm.engine.launch import run
-        cfg = r['cfg'].copy()
-        cfg.load_from = r['ckpt']
-        return dict(run(cfg, work_dir=str(r['work']), mode='test'))
+        return dict(run(str(r['config']), work_dir=str(r['work']),
+                        options={'load_from': r['ckpt']}, mode='test'))
 
     def schedule(self, r: dict) -> int:
         tc = r['cfg'].train_cfg
@@ -238,8 +240,7 @@ def stage_pretrain(demo: Demo, data: dict, toks: dict) -> dict:
     tok = toks['perceptual'][0]
     grid_dir = demo.wd / 'report_files' / 'mim'
     imgs = sorted((data['imagenet'] / 'val').glob('*/0000.png'))[:3]
-    config_as_run = r['work'] / osp.basename(r['cfg'].filename)  # dumped by the Runner
-    call_tool('visualize_mim', [config_as_run, r['ckpt'], *imgs, '--out', grid_dir,
+    call_tool('visualize_mim', [r['config'], r['ckpt'], *imgs, '--out', grid_dir,
                                 '--device', 'cpu', '--tokenizer', tok['ckpt']])
     acc = series(r['recs'], 'mim_acc')[1]
     model = PeCoTokenizer.from_checkpoint(tok['ckpt'])
