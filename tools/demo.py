@@ -120,8 +120,8 @@ class Demo:
     def test(self, r: dict) -> dict:
         """tools/test.py on a trained run: the metrics of the config's test_evaluator."""
         from peco_mm.engine.launch import run
-        return dict(run(str(r['config']), work_dir=str(r['work']),
-                        options={'load_from': r['ckpt']}, mode='test'))
+        return run(str(r['config']), work_dir=str(r['work']), mode='test',
+                   checkpoint=r['ckpt']).metrics
 
     def schedule(self, r: dict) -> int:
         tc = r['cfg'].train_cfg
