@@ -1,31 +1,52 @@
-"""Evaluate a checkpoint with any peco_mm config.
+#!/usr/bin/env python3
+"""Evaluate a checkpoint with any peco_mm config: the test split's metrics (tokenizer PSNR /
+SSIM / codebook usage / codeword probe, top-1 accuracy, mIoU, box and mask AP).
 
-    python tools/test.py CONFIG CHECKPOINT [--work-dir DIR] [--cfg-options ...]
-    tools/dist_test.sh CONFIG CHECKPOINT NUM_PROCS [same flags]
+The config's test_dataloader and test_evaluator decide what is measured; the registry scope
+comes from its `default_scope`. `--out` writes the predictions (.pkl, as the hosts' test.py
+does) or the metrics (.json / .yaml); `--show-dir` switches the host's visualization hook on.
 """
 import argparse
 import os
 import os.path as osp
 import sys
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+from mmengine.config import DictAction  # light: no torch
 
-import peco_mm  # noqa: E402,F401
-from mmengine.config import Config, DictAction  # noqa: E402
-from mmengine.runner import Runner  # noqa: E402
-
-from peco_mm.engine.launch import apply_cli, check_dataset_paths, setup_cpu_distributed  # noqa
+EPILOG = """\
+examples:
+  tools/test.py configs/peco/upernet_vitb_ade20k.py work_dirs/upernet/iter_160000.pth
+  tools/test.py CONFIG CKPT --out work_dirs/metrics.json   # the metrics as JSON
+  tools/test.py CONFIG CKPT --out work_dirs/preds.pkl      # every prediction (pickle)
+  tools/test.py CONFIG CKPT --show-dir vis                 # painted predictions
+  tools/test.py CONFIG CKPT --cfg-options test_dataloader.dataset.data_root=data/ade
+  tools/dist_test.sh CONFIG CKPT 8 [flags]                 # 8 processes (torchrun)
+  GPUS=8 tools/slurm_test.sh PARTITION JOB CONFIG CKPT     # slurm
+"""
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description='Test a peco_mm checkpoint')
-    p.add_argument('config')
-    p.add_argument('checkpoint')
-    p.add_argument('--work-dir')
-    p.add_argument('--out', help='dump raw predictions to this pickle file')
-    p.add_argument('--cfg-options', nargs='+', action=DictAction)
-    p.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none')
-    p.add_argument('--local-rank', '--local_rank', type=int, default=0)
+    p = argparse.ArgumentParser(description=__doc__, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('config', help='config file path')
+    p.add_argument('checkpoint', help='checkpoint file to evaluate')
+    p.add_argument('--work-dir', help='where the test log goes (default: the config\'s '
+                   'work_dir, else work_dirs/<config name>)')
+    p.add_argument('--out', metavar='FILE',
+                   help='FILE.pkl: dump every prediction (mmengine DumpResults; mmdet\'s '
+                   'DumpDetResults for mmdet configs); FILE.json or FILE.yaml: the metrics')
+    p.add_argument('--show-dir', metavar='DIR',
+                   help='paint predictions with the host\'s visualization hook: mmpretrain '
+                   'writes DIR/<image>_<step>.png, mmdet <work-dir>/<timestamp>/DIR/<image>, '
+                   'mmseg DIR/vis_data/vis_image/')
+    p.add_argument('--vis-backend', action='append', default=[],
+                   choices=['local', 'tensorboard', 'wandb', 'mlflow'],
+                   help='also log to this backend (repeatable; its package must be installed)')
+    p.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
+                   help='override config keys, e.g. test_dataloader.batch_size=8')
+    p.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
+                   help='job launcher (dist_test.sh and slurm_test.sh set it)')
+    p.add_argument('--local-rank', '--local_rank', type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
@@ -37,20 +58,14 @@ def main(argv=None):
         raise SystemExit(f'test.py: config file {args.config!r} not found')
     if not osp.isfile(args.checkpoint):
         raise SystemExit(f'test.py: checkpoint {args.checkpoint!r} not found')
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options:
-        cfg.merge_from_dict(args.cfg_options)
-    cfg = apply_cli(cfg, args.work_dir, args.config, None, False, args.launcher)
-    cfg.load_from = args.checkpoint
-    if args.out:
-        from mmengine.evaluator import DumpResults
-        dump = dict(type=DumpResults.__name__, out_file_path=args.out)
-        evs = cfg.test_evaluator if isinstance(cfg.test_evaluator, list) else [cfg.test_evaluator]
-        cfg.test_evaluator = list(evs) + [dump]
-    check_dataset_paths(cfg, phases=('test',))
-    setup_cpu_distributed(cfg)
-    runner = Runner.from_cfg(cfg)
-    runner.test()
+    if args.out and not args.out.endswith(('.pkl', '.pickle', '.json', '.yaml', '.yml')):
+        raise SystemExit(f'test.py: --out {args.out}: expected FILE.pkl (predictions) or '
+                         'FILE.json / FILE.yaml (metrics)')
+    sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from any folder
+    from peco_mm.engine.launch import run
+    run(args.config, args.work_dir, args.cfg_options, 'test', checkpoint=args.checkpoint,
+        launcher=args.launcher, out=args.out, show_dir=args.show_dir,
+        vis_backends=tuple(args.vis_backend))
 
 
 if __name__ == '__main__':

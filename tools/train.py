@@ -1,39 +1,62 @@
-"""Train any peco_mm config: tokenizer, MIM pretraining, classification, UperNet, Mask R-CNN.
+#!/usr/bin/env python3
+"""Train any peco_mm config: the tokenizer, PeCo / PeCo_MAE pretraining, ImageNet fine-tuning,
+UperNet on ADE20K, Mask R-CNN on COCO.
 
-    python tools/train.py CONFIG [--work-dir DIR] [--resume [CKPT]] [--amp]
-                                 [--cfg-options key=value ...]
-    tools/dist_train.sh CONFIG NUM_PROCS [same flags]      # torchrun; gloo on CPU
-
-The registry scope comes from the config's `default_scope`; peco_mm types are registered by
-`custom_imports` in the config (or by the import below).
+The registry scope comes from the config's `default_scope` (mmpretrain, mmseg or mmdet), so
+the one launcher serves every config. A config that sets `runner_type='FlexibleRunner'` and a
+`strategy` (FSDPStrategy, DeepSpeedStrategy) gets mmengine's FlexibleRunner, as with the hosts'
+own tools/train.py. Without CUDA, an AmpOptimWrapper config trains in fp32 (one log line says
+so) and several processes talk over gloo.
 """
 import argparse
 import os
 import os.path as osp
 import sys
 
-sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from any folder
+from mmengine.config import DictAction  # light: no torch
 
-import peco_mm  # noqa: E402,F401  (registers peco_mm types)
-from mmengine.config import Config, DictAction  # noqa: E402
-from mmengine.runner import Runner  # noqa: E402
-
-from peco_mm.engine.launch import (apply_cli, check_dataset_paths, check_pretrained_paths,  # noqa
-                                   setup_cpu_distributed)
+EPILOG = """\
+examples:
+  tools/train.py configs/peco/pretrain_vitb_in1k_300e.py --work-dir work_dirs/peco
+  tools/train.py CONFIG --resume                      # continue from the work dir's last ckpt
+  tools/train.py CONFIG --cfg-options train_dataloader.batch_size=64 \\
+      train_dataloader.dataset.data_root=data/imagenet
+  tools/train.py CONFIG --auto-scale-lr               # lr x total batch / base_batch_size
+  tools/train.py CONFIG --no-validate --vis-backend tensorboard
+  tools/dist_train.sh CONFIG 8 [flags]                # 8 processes on this node (torchrun)
+  NNODES=2 NODE_RANK=0 MASTER_ADDR=10.0.0.1 tools/dist_train.sh CONFIG 8   # node 0 of 2
+  GPUS=16 tools/slurm_train.sh PARTITION JOB CONFIG   # slurm
+"""
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description='Train a peco_mm config')
+    p = argparse.ArgumentParser(description=__doc__, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('config', help='config file path')
-    p.add_argument('--work-dir', help='where logs and checkpoints go')
-    p.add_argument('--resume', nargs='?', const='auto', default=None,
+    p.add_argument('--work-dir', help='where logs and checkpoints go (default: the config\'s '
+                   'work_dir, else work_dirs/<config name>)')
+    p.add_argument('--resume', nargs='?', const='auto', default=None, metavar='CKPT',
                    help='resume from CKPT, or with no value from the last checkpoint in '
                    'the work dir')
-    p.add_argument('--amp', action='store_true', help='mixed precision (CUDA: bf16/fp16)')
-    p.add_argument('--cfg-options', nargs='+', action=DictAction,
-                   help='override config keys, e.g. train_dataloader.batch_size=8')
-    p.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none')
-    p.add_argument('--local-rank', '--local_rank', type=int, default=0)
+    p.add_argument('--amp', action='store_true',
+                   help='mixed precision: AmpOptimWrapper, bf16 where the GPU supports it, '
+                   'else fp16 with a dynamic loss scale (ignored without CUDA, with one log '
+                   'line)')
+    p.add_argument('--auto-scale-lr', action='store_true',
+                   help='scale the lr linearly by the total batch (processes x '
+                   'train_dataloader.batch_size) over auto_scale_lr.base_batch_size')
+    p.add_argument('--no-validate', action='store_true',
+                   help='run no validation loop during training')
+    p.add_argument('--vis-backend', action='append', default=[],
+                   choices=['local', 'tensorboard', 'wandb', 'mlflow'],
+                   help='also log scalars to this backend (repeatable); the package it needs '
+                   '(tensorboard, wandb, mlflow) must be installed')
+    p.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
+                   help='override config keys, e.g. train_dataloader.batch_size=8 '
+                   'optim_wrapper.optimizer.lr=1e-3')
+    p.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
+                   help='job launcher (dist_train.sh and slurm_train.sh set it)')
+    p.add_argument('--local-rank', '--local_rank', type=int, default=0, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
     return args
@@ -43,16 +66,11 @@ def main(argv=None):
     args = parse_args(argv)
     if not osp.isfile(args.config):
         raise SystemExit(f'train.py: config file {args.config!r} not found')
-    cfg = Config.fromfile(args.config)
-    if args.cfg_options:
-        cfg.merge_from_dict(args.cfg_options)
-    cfg = apply_cli(cfg, args.work_dir, args.config, args.resume, args.amp, args.launcher)
-    if not cfg.get('resume'):  # a resumed run takes its weights from the checkpoint
-        check_pretrained_paths(cfg)
-    check_dataset_paths(cfg, phases=('train', 'val') if cfg.get('val_cfg') else ('train',))
-    setup_cpu_distributed(cfg)
-    runner = Runner.from_cfg(cfg)
-    runner.train()
+    sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from any folder
+    from peco_mm.engine.launch import run
+    run(args.config, args.work_dir, args.cfg_options, 'train', resume=args.resume, amp=args.amp,
+        launcher=args.launcher, no_validate=args.no_validate, auto_scale_lr=args.auto_scale_lr,
+        vis_backends=tuple(args.vis_backend))
 
 
 if __name__ == '__main__':

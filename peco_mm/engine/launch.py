@@ -1,20 +1,30 @@
-"""What `tools/train.py` and `tools/test.py` do before handing a config to mmengine's Runner.
+"""What `tools/train.py` and `tools/test.py` do with a config before mmengine runs it.
 
-Kept here (not in the scripts) so that it is importable and tested:
-- the scope comes from the config (`default_scope`), so one launcher serves mmpretrain,
-  mmdet and mmseg configs alike;
-- multi-process training on CPU: mmengine 0.10.7's `init_dist` calls `torch.cuda.set_device`
-  and builds DDP with `device_ids=[local_rank]`; we start the gloo group ourselves and build
-  DDP with `device_ids=None` (DESIGN §4);
-- `--amp`: bf16 autocast on CUDA where supported, fp16 with dynamic loss scale otherwise;
-  refused with a warning on CPU, where it would run several times slower;
-- dataset paths are checked before the Runner starts, with the expected layout in the error.
+`run(config, work_dir, options, mode)` is the one entry point: the two tools, the demo and the
+tests all call it. It
+
+- takes the registry scope from the config (`default_scope`), so one launcher serves
+  mmpretrain, mmdet and mmseg configs alike;
+- builds the runner the config names: `runner_type='FlexibleRunner'` with a `strategy`
+  (FSDP, DeepSpeed) as the hosts' launchers do, mmengine's `Runner` otherwise;
+- folds the host flags into the config: `--resume`, `--amp`, `--auto-scale-lr`,
+  `--no-validate`, `--out`, `--show-dir`, `--vis-backend`;
+- runs an `AmpOptimWrapper` config in fp32 on a machine without CUDA, where bf16 is several
+  times slower than fp32, and says so in one log line;
+- trains on several CPU processes: mmengine 0.10.7's `init_dist` calls `torch.cuda.set_device`
+  and wraps the model with `device_ids=[local_rank]`, so on CPU we start the gloo group
+  ourselves (with `env_cfg.dist_cfg.timeout`) and wrap with `device_ids=None`;
+- checks dataset and pretrained-checkpoint paths before the runner starts, naming the config
+  key and the expected folder layout.
 """
 from __future__ import annotations
 
-import os
+import copy
+import datetime
+import importlib.util
 import os.path as osp
 import warnings
+from typing import NamedTuple
 
 import torch
 import torch.distributed as dist
@@ -29,6 +39,92 @@ LAYOUTS = {
     'CocoDataset': 'DATA_ROOT/annotations/instances_{train,val}2017.json and '
                    'DATA_ROOT/{train,val}2017/*.jpg',
 }
+# --vis-backend NAME -> (mmengine vis backend type, the package it needs)
+VIS_BACKENDS = {
+    'local': ('LocalVisBackend', None),
+    'tensorboard': ('TensorboardVisBackend', 'tensorboard'),
+    'wandb': ('WandbVisBackend', 'wandb'),
+    'mlflow': ('MLflowVisBackend', 'mlflow'),
+}
+MODES = ('train', 'test')
+
+
+class RunResult(NamedTuple):
+    """What `run` returns: the runner (e.g. to test after training) and the test metrics
+    (mode='test'; None after training)."""
+    runner: object
+    metrics: dict | None
+
+
+def run(config: str | Config, work_dir: str | None = None, options: dict | None = None,
+        mode: str = 'train', *, checkpoint: str | None = None, resume: str | None = None,
+        amp: bool = False, launcher: str = 'none', no_validate: bool = False,
+        auto_scale_lr: bool = False, out: str | None = None, show_dir: str | None = None,
+        vis_backends: tuple[str, ...] = ()) -> RunResult:
+    """Train or test `config` the way `tools/train.py` and `tools/test.py` do.
+
+    Args:
+        config: a config file path or a loaded Config (copied, never modified).
+        work_dir: logs and checkpoints; default `cfg.work_dir`, else work_dirs/<config name>.
+        options: `--cfg-options` as a dict, e.g. {'train_dataloader.batch_size': 8}.
+        mode: 'train' or 'test'.
+        checkpoint: (test) the weights to evaluate; required for mode='test'.
+        resume: (train) a checkpoint path, or 'auto' for the work dir's last checkpoint.
+        amp: (train) mixed precision on CUDA (bf16 where supported, else fp16).
+        launcher: 'none', 'pytorch' (torchrun), 'slurm' or 'mpi'.
+        no_validate: (train) run no validation loop.
+        auto_scale_lr: (train) scale lr by the total batch / `auto_scale_lr.base_batch_size`.
+        out: (test) `.pkl`/`.pickle` dumps the predictions, `.json`/`.yaml` the metrics.
+        show_dir: (test) where the host's visualization hook writes painted predictions.
+        vis_backends: extra visualizer backends by name (see VIS_BACKENDS).
+    """
+    if mode not in MODES:
+        raise ValueError(f'mode={mode!r}: expected one of {MODES}')
+    if mode == 'test' and not checkpoint:
+        raise ValueError("mode='test' needs checkpoint=PATH (the weights to evaluate)")
+    if checkpoint and not osp.isfile(checkpoint):
+        raise FileNotFoundError(f'checkpoint {checkpoint!r} not found')
+    import peco_mm  # noqa: F401  (registers peco_mm types)
+
+    cfg = load_config(config, options)
+    config_path = config if isinstance(config, str) else (cfg.filename or '')
+    cfg = apply_cli(cfg, work_dir, config_path, resume, amp, launcher)
+    if mode == 'train':
+        apply_train_flags(cfg, no_validate=no_validate, auto_scale_lr=auto_scale_lr)
+        if not cfg.get('resume'):  # a resumed run takes its weights from the checkpoint
+            check_pretrained_paths(cfg)
+        check_dataset_paths(cfg, phases=('train', 'val') if cfg.get('val_cfg') else ('train',))
+    else:
+        cfg.load_from = checkpoint
+        apply_test_flags(cfg, out=out, show_dir=show_dir)
+        check_dataset_paths(cfg, phases=('test',))
+    add_vis_backends(cfg, vis_backends)
+    note = fall_back_to_fp32_on_cpu(cfg)
+    setup_cpu_distributed(cfg)
+    runner = build_runner(cfg)
+    if note:
+        runner.logger.warning(note)
+    if mode == 'train':
+        runner.train()
+        return RunResult(runner, None)
+    metrics = runner.test()
+    if out and out.endswith(('.json', '.yaml', '.yml')) and is_rank_zero():
+        import mmengine
+        mmengine.dump(metrics, out)
+    return RunResult(runner, metrics)
+
+
+def load_config(config: str | Config, options: dict | None = None) -> Config:
+    """A config file (checked to exist) or a copy of a Config, with `options` merged in."""
+    if isinstance(config, Config):
+        cfg = copy.deepcopy(config)
+    else:
+        if not osp.isfile(config):
+            raise FileNotFoundError(f'config file {config!r} not found')
+        cfg = Config.fromfile(config)
+    if options:
+        cfg.merge_from_dict(options)
+    return cfg
 
 
 def apply_cli(cfg: Config, work_dir: str | None, config_path: str, resume: str | None,
@@ -37,6 +133,8 @@ def apply_cli(cfg: Config, work_dir: str | None, config_path: str, resume: str |
     if work_dir is not None:
         cfg.work_dir = work_dir
     elif cfg.get('work_dir') is None:
+        if not config_path:
+            raise ValueError('work_dir is needed for a Config that has no file name')
         cfg.work_dir = osp.join('work_dirs', osp.splitext(osp.basename(config_path))[0])
     if resume == 'auto':
         cfg.resume, cfg.load_from = True, None
@@ -45,37 +143,155 @@ def apply_cli(cfg: Config, work_dir: str | None, config_path: str, resume: str |
             raise FileNotFoundError(f'--resume {resume}: no such checkpoint file')
         cfg.resume, cfg.load_from = True, resume
     if amp:
-        if torch.cuda.is_available():
-            ow = cfg.optim_wrapper
-            ow.type = 'AmpOptimWrapper'
-            if torch.cuda.is_bf16_supported():
-                ow.dtype = 'bfloat16'
-            else:
-                ow.loss_scale = 'dynamic'
+        ow = cfg.optim_wrapper
+        ow.type = 'AmpOptimWrapper'
+        if not torch.cuda.is_available() or torch.cuda.is_bf16_supported():
+            ow.dtype = 'bfloat16'  # (on CPU fall_back_to_fp32_on_cpu turns it off again)
         else:
-            warnings.warn('--amp ignored: mixed precision needs CUDA (bf16 on these CPUs is '
-                          'several times slower than fp32)')
+            ow.loss_scale = 'dynamic'
     cfg.launcher = launcher
     return cfg
 
 
+def fall_back_to_fp32_on_cpu(cfg: Config) -> str | None:
+    """Without CUDA, run an AmpOptimWrapper config with a plain OptimWrapper; return the one
+    line to log (None when nothing changed). bf16 autocast is about 7x slower than fp32 on
+    the CPUs this was measured on, and fp16 needs CUDA."""
+    ow = cfg.get('optim_wrapper')
+    if torch.cuda.is_available() or not isinstance(ow, dict):
+        return None
+    if str(ow.get('type', 'OptimWrapper')).split('.')[-1] != 'AmpOptimWrapper':
+        return None
+    dtype = ow.get('dtype') or 'float16'
+    ow.type = 'OptimWrapper'
+    for key in ('dtype', 'loss_scale', 'use_fsdp'):
+        ow.pop(key, None)
+    return (f'No CUDA: training in fp32 instead of the config\'s AmpOptimWrapper ({dtype}), '
+            'which runs several times slower on CPU; the same config uses it on a GPU.')
+
+
+def apply_train_flags(cfg: Config, no_validate: bool = False,
+                      auto_scale_lr: bool = False) -> Config:
+    """`--no-validate` drops the validation loop; `--auto-scale-lr` turns on mmengine's linear
+    scaling: lr x (world size x batch per process) / auto_scale_lr.base_batch_size."""
+    if no_validate:
+        cfg.val_cfg = cfg.val_dataloader = cfg.val_evaluator = None
+    if auto_scale_lr:
+        base = (cfg.get('auto_scale_lr') or {}).get('base_batch_size')
+        if not base:
+            raise KeyError('--auto-scale-lr needs auto_scale_lr.base_batch_size in the config '
+                           '(the total batch its lr was set for); add it, e.g. --cfg-options '
+                           'auto_scale_lr.base_batch_size=256')
+        cfg.auto_scale_lr.enable = True
+    return cfg
+
+
+def apply_test_flags(cfg: Config, out: str | None = None,
+                     show_dir: str | None = None) -> Config:
+    """`--out FILE.pkl` adds mmengine's DumpResults (mmdet's DumpDetResults for mmdet
+    configs) to the test evaluator; `--out FILE.json|yaml` is dumped by `run` after testing.
+    `--show-dir DIR` switches the host's visualization hook on, as its own test.py does."""
+    if out:
+        if out.endswith(('.pkl', '.pickle')):
+            dump = ('mmdet.DumpDetResults' if cfg.get('default_scope') == 'mmdet'
+                    else 'DumpResults')
+            evs = cfg.test_evaluator
+            evs = list(evs) if isinstance(evs, (list, tuple)) else [evs]
+            cfg.test_evaluator = evs + [dict(type=dump, out_file_path=out)]
+        elif not out.endswith(('.json', '.yaml', '.yml')):
+            raise ValueError(f'--out {out}: expected a .pkl/.pickle file (predictions) or a '
+                             '.json/.yaml file (metrics)')
+    if show_dir:
+        hook = (cfg.get('default_hooks') or {}).get('visualization')
+        if not hook:
+            raise KeyError("--show-dir needs default_hooks.visualization in the config (the "
+                           "host's VisualizationHook); this config has none")
+        scope = cfg.get('default_scope')
+        if scope == 'mmpretrain':  # writes <show_dir>/<image>_<step>.png
+            hook.update(enable=True, out_dir=show_dir)
+        elif scope == 'mmdet':  # writes <work_dir>/<timestamp>/<show_dir>/<image>
+            hook.update(draw=True, test_out_dir=show_dir)
+        else:  # mmseg: the visualizer's backends write under <show_dir>/vis_data
+            hook.update(draw=True)
+            cfg.setdefault('visualizer', ConfigDict(type='Visualizer'))
+            cfg.visualizer.save_dir = show_dir
+    return cfg
+
+
+def add_vis_backends(cfg: Config, names=()) -> Config:
+    """Add visualizer backends by name (`--vis-backend tensorboard`) and check that every
+    configured backend's package is installed, naming it when not."""
+    for name in names:
+        if name not in VIS_BACKENDS:
+            raise ValueError(f'--vis-backend {name}: expected one of {sorted(VIS_BACKENDS)}')
+    if names:
+        cfg.setdefault('visualizer', ConfigDict(type='Visualizer'))
+        backends = list(cfg.visualizer.get('vis_backends') or [dict(type='LocalVisBackend')])
+        have = {str(b.get('type')).split('.')[-1] for b in backends}
+        backends += [dict(type=VIS_BACKENDS[n][0]) for n in names
+                     if VIS_BACKENDS[n][0] not in have]
+        cfg.visualizer.vis_backends = backends
+    needs = {t: pkg for t, pkg in VIS_BACKENDS.values() if pkg}
+    for backend in (cfg.get('visualizer') or {}).get('vis_backends') or []:
+        pkg = needs.get(str(backend.get('type')).split('.')[-1])
+        if pkg and importlib.util.find_spec(pkg) is None:
+            raise ModuleNotFoundError(
+                f"visualizer.vis_backends has {backend['type']}, which needs the '{pkg}' "
+                f"package; it is not installed in this environment (pip install {pkg})")
+    return cfg
+
+
 def setup_cpu_distributed(cfg: Config) -> None:
-    """Start a gloo group for torchrun on CPU and make DDP CPU-friendly (no-op on CUDA)."""
+    """Start a gloo group for torchrun on CPU and make DDP/FSDP CPU-friendly (no-op on CUDA)."""
     if cfg.launcher == 'none' or torch.cuda.is_available():
         return
-    if not dist.is_initialized():
-        dist.init_process_group(backend='gloo')
     cfg.setdefault('env_cfg', ConfigDict())
     cfg.env_cfg.setdefault('dist_cfg', ConfigDict())
     cfg.env_cfg.dist_cfg.backend = 'gloo'
+    if not dist.is_initialized():
+        timeout = cfg.env_cfg.dist_cfg.get('timeout')
+        kwargs = dict(timeout=datetime.timedelta(seconds=timeout)) if timeout else {}
+        dist.init_process_group(backend='gloo', **kwargs)
+    if cfg.get('sync_bn') is not None:  # SyncBN needs CUDA
+        warnings.warn(f'sync_bn={cfg.sync_bn!r} ignored: SyncBatchNorm needs CUDA')
+        cfg.sync_bn = None
+    if cfg.get('runner_type'):  # FlexibleRunner: the strategy wraps the model
+        strategy = cfg.get('strategy') or ConfigDict(type='DDPStrategy')
+        wrapper = strategy.get('model_wrapper') or ConfigDict()
+        if 'FSDP' in str(strategy.get('type')):
+            wrapper.device_id = None  # FSDP keeps the model on the CPU
+        else:
+            wrapper.setdefault('type', 'MMDistributedDataParallel')
+            wrapper.setdefault('broadcast_buffers', False)
+            wrapper.device_ids = None
+        if strategy.get('sync_bn') is not None:
+            warnings.warn(f'strategy.sync_bn={strategy.sync_bn!r} ignored: SyncBatchNorm needs '
+                          'CUDA')
+            strategy.sync_bn = None
+        strategy.model_wrapper = wrapper
+        cfg.strategy = strategy
+        return
     wrapper = cfg.get('model_wrapper_cfg') or ConfigDict(type='MMDistributedDataParallel')
     wrapper.setdefault('broadcast_buffers', False)
     wrapper.setdefault('find_unused_parameters', cfg.get('find_unused_parameters', False))
     wrapper.device_ids = None
     cfg.model_wrapper_cfg = wrapper
-    if cfg.get('sync_bn') is not None:  # SyncBN needs CUDA
-        warnings.warn(f'sync_bn={cfg.sync_bn!r} ignored: SyncBatchNorm needs CUDA')
-        cfg.sync_bn = None
+
+
+def build_runner(cfg: Config):
+    """mmengine's Runner, or the runner `runner_type` names (e.g. FlexibleRunner), as the
+    hosts' tools/train.py do."""
+    from mmengine.registry import RUNNERS
+    from mmengine.runner import Runner
+    from mmengine.visualization import Visualizer
+
+    vis = cfg.get('visualizer')
+    if vis and Visualizer.check_instance_created(vis.get('name', '')):
+        # an earlier run in this process (the demo, tests) holds that name
+        vis.name = f"{vis.name}_{len(Visualizer._instance_dict)}"
+    if cfg.get('runner_type'):
+        return RUNNERS.build(cfg)
+    return Runner.from_cfg(cfg)
 
 
 def _dataset_cfgs(cfg: Config):
@@ -154,5 +370,6 @@ def check_dataset_paths(cfg: Config, phases: tuple[str, ...] = ('train', 'val', 
                     f'layout: {layout}.')
 
 
-def is_main_process() -> bool:
-    return int(os.environ.get('RANK', '0')) == 0
+def is_rank_zero() -> bool:
+    """Rank 0 of a torchrun/slurm job, or a single process."""
+    return not dist.is_initialized() or dist.get_rank() == 0
