@@ -82,8 +82,6 @@ class Demo:
                      if s == CONFIG_ROOT or s.startswith(CONFIG_ROOT + '/') else s)
         walk_strings(cfg, lambda s: self.checkpoint_of(s, name))
         cfg.randomness = dict(cfg.get('randomness', {}), seed=seed)
-        if cfg.get('visualizer'):  # one visualizer per run: mmengine keeps them by name
-            cfg.visualizer.name = f'{name}_seed{seed}_{time.time()}'
         if scratch:  # the configs' documented way: --cfg-options model.backbone.init_cfg=None
             cfg.model.backbone.init_cfg = None
         if self.quick:
