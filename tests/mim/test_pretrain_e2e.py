@@ -96,11 +96,17 @@ def test_visualize_mim_writes_original_masked_reconstruction(peco_run, images, t
     visualize_mim.main([peco_run[0], peco_run[2], *paths, '--out', str(tmp_path),
                         '--device', 'cpu', '--tokenizer', tokenizer_ckpt[0]])
     grid = np.asarray(Image.open(tmp_path / 'grid.png'))
-    assert grid.shape == (64, 96, 3)  # 2 rows x (original | masked | reconstruction)
-    np.testing.assert_array_equal(grid[:32, :32], images[1][0])
-    masked = (grid[:32, 32:64] == 127).all(-1)  # 8x8 grey patches
+    # 2 rows x (original | masked | reconstruction), 32 px cells, 2 px white gutters
+    assert grid.shape == (2 * 34 + 2, 3 * 34 + 2, 3)
+    assert (grid[:2] == 255).all() and (grid[:, 34:36] == 255).all()
+
+    def cell(i, j):
+        return grid[2 + 34 * i:34 + 34 * i, 2 + 34 * j:34 + 34 * j]
+
+    np.testing.assert_array_equal(cell(0, 0), images[1][0])
+    masked = (cell(0, 1) == 127).all(-1)  # 8x8 grey patches
     assert masked.sum() == 6 * 64
-    recon = grid[:32, 64:].astype(float)
+    recon = cell(0, 2).astype(float)
     tok = tokenizer_ckpt[1]
     with torch.no_grad():
         own = tok.decode(tok.encode(to_tokenizer_input(images[1][:1])))[0]
