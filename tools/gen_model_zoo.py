@@ -41,7 +41,7 @@ sessions that built it, so every checkpoint cell reads "not trained". The "paper
 gives the paper's number (PeCo, AAAI 2023; tables counted in the paper's order, main text 1-7,
 appendix 8-12) for the setting in "source", for reference only. The codeword linear probe
 (Table 4) is trained on all of ImageNet-1k train; `tools/test.py` reports a cheaper proxy of
-it that does not reproduce those numbers (docs/reproduce.md).
+it that cannot be compared with those numbers (docs/reproduce.md).
 
 "batch" is the total batch as GPUs x images per GPU; each config's lr belongs to that total
 (for another total batch, scale the lr linearly: docs/pretrain.md). "mim" is the host package
