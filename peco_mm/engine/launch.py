@@ -5,7 +5,7 @@ Kept here (not in the scripts) so that it is importable and tested:
   mmdet and mmseg configs alike;
 - multi-process training on CPU: mmengine 0.10.7's `init_dist` calls `torch.cuda.set_device`
   and builds DDP with `device_ids=[local_rank]`; we start the gloo group ourselves and build
-  DDP with `device_ids=None` (DESIGN §4);
+  DDP with `device_ids=None`;
 - `--amp`: bf16 autocast on CUDA where supported, fp16 with dynamic loss scale otherwise;
   refused with a warning on CPU, where it would run several times slower;
 - dataset paths are checked before the Runner starts, with the expected layout in the error.
