@@ -1,3 +1,3 @@
-# Ablation (Table 8): ViT-B/16 encoder and inverse-ViT-B decoder (16x16 patches -> 14x14 codes).
+# Ablation (Table 12): ViT-B/16 encoder and inverse-ViT-B decoder (16x16 patches -> 14x14 codes).
 _base_ = './tokenizer_vqvae_in1k.py'
 model = dict(encoder_type='vit', vit_cfg=dict(arch='base', img_size=224, patch_size=16))

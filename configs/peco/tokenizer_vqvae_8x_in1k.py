@@ -1,4 +1,4 @@
-# Ablation (Table 8): 8x encoder/decoder, one stage removed, trained at 112 px
+# Ablation (Table 12): 8x encoder/decoder, one stage removed, trained at 112 px
 # (112 / 8 = 14x14 codes, as 224 / 16). Encoder 23.6M + codebook 2.1M.
 _base_ = './tokenizer_vqvae_in1k.py'
 img_size = 112

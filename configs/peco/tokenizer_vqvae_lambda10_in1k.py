@@ -1,3 +1,3 @@
-# Ablation (appendix, Table 11): perceptual loss weight lambda = 10 (default 1).
+# Ablation (appendix, Table 10): perceptual loss weight lambda = 10 (default 1).
 _base_ = './tokenizer_vqvae_in1k.py'
 model = dict(perceptual_weight=10)

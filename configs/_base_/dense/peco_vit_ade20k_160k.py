@@ -1,4 +1,4 @@
-"""Everything but the decoder for PeCo ViT-B/16 on ADE20K (PeCo, DESIGN §6): data, schedule,
+"""Everything but the decoder for PeCo ViT-B/16 on ADE20K (PeCo appendix B): data, schedule,
 optimizer, backbone. Leaf configs add an mmseg model base (UperNet, semantic FPN) and write
 `model = dict(backbone=_base_.backbone, ...)`."""
 _base_ = [

@@ -1,4 +1,4 @@
-"""Everything but the detector for PeCo ViT-B/16 on COCO, 1x schedule (PeCo, DESIGN §6): data,
+"""Everything but the detector for PeCo ViT-B/16 on COCO, 1x schedule (PeCo appendix B): data,
 schedule, optimizer, backbone. Leaf configs add an mmdet model base (Mask R-CNN, Cascade Mask
 R-CNN) and write `model = dict(backbone=_base_.backbone, neck=dict(in_channels=...))`."""
 _base_ = [

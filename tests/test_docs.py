@@ -1,0 +1,448 @@
+"""The docs do not drift from the code.
+
+Every command shown in README.md, docs/*.md and the comments of configs/ (code blocks, indented
+blocks and inline code) is extracted and checked: the scripts, configs and paths it names exist,
+each flag it passes is one its tool's argparse accepts (read from the tool's `--help`), each
+`--cfg-options` key has a parent in the config, tools shown as bare commands are executable, and
+every tools/*.py answers `--help`. Each failure names its place, e.g.
+
+    docs/x.md:12: tools/train.py has no flag --foo
+
+so after a merge `python -m pytest tests/test_docs.py -q` (or `python tests/test_docs.py`, which
+prints every problem) lists exactly what to fix. The `--help` speed limit is not asserted here.
+"""
+from __future__ import annotations
+
+import fnmatch
+import glob
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ['README.md'] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / 'docs').glob('*.md'))
+CONFIG_SOURCES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / 'configs').rglob('*.py'))
+PYTHONS = {'python', 'python3', '.venv/bin/python', '$(PY)', 'PY'}
+REPO_DIRS = ('configs', 'tools', 'peco_mm', 'tests', 'docs')
+REPO_FILES = {'README.md', 'Makefile', 'LICENSE', 'CITATION.cff', 'CHANGELOG.md', 'setup.cfg',
+              'pyproject.toml', 'requirements.txt'}
+HOSTS = ('mmpretrain', 'mmseg', 'mmdet')
+# options of `mim train` / `mim test` themselves (openmim 0.3.x); the rest go to the host script
+MIM_OPTIONS = {'--launcher', '--port', '--gpus', '--gpus-per-node', '--cpus-per-task',
+               '--partition', '--srun-args', '--yes', '--checkpoint', '--help'}
+HELP_TIMEOUT = 120
+PUNCT = '`\'"[](),;|'
+
+
+@dataclass
+class Command:
+    where: str  # 'docs/x.md:12'
+    text: str
+    kind: str  # 'tool', 'make' or 'mim'
+    name: str  # tools/x.py, make target, or mim package
+    args: list[str] = field(default_factory=list)
+    bare: bool = False  # run as `tools/x.py ...`, not `python tools/x.py ...`
+
+
+# ---- extraction --------------------------------------------------------------------------------
+def _strip(tok: str) -> str:
+    """A token without the Markdown / prose punctuation around it."""
+    prev = None
+    while tok != prev:
+        prev, tok = tok, tok.strip(PUNCT)
+        if tok.endswith(('.', ':')) and not tok.endswith('..'):
+            tok = tok[:-1]
+    return tok
+
+
+def _drop_comment(text: str) -> str:
+    return re.sub(r'(^|\s)#(\s.*)?$', '', text).strip()
+
+
+def parse_command(text: str, where: str) -> Command | None:
+    """A shell command line -> Command, or None when it runs nothing of this project."""
+    toks = [t for t in (_strip(t) for t in _drop_comment(text).split()) if t]
+    while toks and re.fullmatch(r'[A-Z_][A-Z0-9_]*=\S*', toks[0]):  # VAR=value prefixes
+        toks = toks[1:]
+    if not toks:
+        return None
+    bare = True
+    if toks[0] in PYTHONS or toks[0] == 'bash':
+        toks, bare = toks[1:], False
+    if not toks:
+        return None
+    if re.fullmatch(r'tools/[\w.-]+', toks[0]):
+        return Command(where, text, 'tool', toks[0], toks[1:], bare)
+    if toks[0] == 'make' and bare:
+        return Command(where, text, 'make', toks[1] if len(toks) > 1 else '', toks[2:])
+    if toks[0] == 'mim' and len(toks) > 2 and toks[1] in ('train', 'test'):
+        return Command(where, text, 'mim', toks[2], toks[3:])
+    return None
+
+
+def _md_lines(path: str):
+    """(line number, text, kind) of a Markdown file's lines, fences dropped; kind is 'prose',
+    'code' (a fenced shell/plain block or an indented block) or 'python' (a fenced
+    python/yaml block, not shell)."""
+    fence = None
+    for i, line in enumerate((ROOT / path).read_text().splitlines(), 1):
+        if line.lstrip().startswith('```'):
+            fence = None if fence is not None else line.strip()[3:].strip().lower()
+            continue
+        if fence is not None:
+            yield i, line, 'python' if fence in ('python', 'py', 'yaml', 'yml') else 'code'
+        else:
+            yield i, line, 'code' if line.startswith('    ') and line.strip() else 'prose'
+
+
+def _joined(lines):
+    """Join shell continuations (`\\` at the end of a line); keep the first line's number."""
+    out, buf, start = [], '', None
+    for i, text in lines:
+        if buf:
+            buf += ' ' + text.strip()
+        else:
+            buf, start = text, i
+        if buf.rstrip().endswith('\\'):
+            buf = buf.rstrip()[:-1]
+            continue
+        out.append((start, buf))
+        buf = ''
+    if buf:
+        out.append((start, buf))
+    return out
+
+
+def _inline_spans(text: str, first_line: int = 1):
+    """(line number, content, paragraph) of the `inline code` spans of a text (spans may wrap
+    lines); the paragraph is the text between the blank lines around the span."""
+    for m in re.finditer(r'(?<!`)`([^`]+)`(?!`)', text):
+        start, end = text.rfind('\n\n', 0, m.start()), text.find('\n\n', m.end())
+        yield (first_line + text.count('\n', 0, m.start()), ' '.join(m.group(1).split()),
+               text[start + 1:end if end >= 0 else len(text)])
+
+
+@lru_cache(maxsize=None)
+def extract(path: str):
+    """Commands, inline spans, and all (line, token) pairs of one doc or config source."""
+    commands, spans = [], []
+    if path.endswith('.md'):
+        lines = list(_md_lines(path))
+        rows = [(i, t) for i, t, kind in lines if kind != 'python']
+        code = [(i, t) for i, t, kind in lines if kind == 'code']
+        spans = list(_inline_spans('\n'.join(t if k == 'prose' else '' for _, t, k in lines)))
+    else:  # a config: comments and docstrings, with the leading '#' removed; commands are
+        # the indented lines (`#   tools/dist_train.sh ...`), the rest is prose
+        rows = [(i, re.sub(r'^\s*#', '', t)) for i, t in
+                enumerate((ROOT / path).read_text().splitlines(), 1)]
+        code = [(i, t) for i, t in rows if t.startswith('  ')]
+        spans = [s for i, t in rows for s in _inline_spans(t, i)]
+    for i, text in _joined(code):
+        cmd = parse_command(text.strip(), f'{path}:{i}')
+        if cmd:
+            commands.append(cmd)
+    for i, span, _ in spans:
+        cmd = parse_command(span, f'{path}:{i}')
+        if cmd and (cmd.args or not cmd.bare):  # a bare `tools/x.py` is a mention, not a run
+            commands.append(cmd)
+    tokens = [(i, tok) for i, text in rows for tok in text.split()]
+    return commands, [(f'{path}:{i}', s, para) for i, s, para in spans], tokens
+
+
+def all_commands():
+    return [c for src in DOCS + CONFIG_SOURCES for c in extract(src)[0]]
+
+
+# ---- what exists ------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def repo_basenames() -> frozenset:
+    return frozenset(p.name for d in REPO_DIRS for p in (ROOT / d).rglob('*') if p.is_file())
+
+
+def expand(pattern: str) -> list[str]:
+    """Shell brace expansion of the first {a,b} group, recursively."""
+    m = re.search(r'\{([^{}]*,[^{}]*)\}', pattern)
+    if not m:
+        return [pattern]
+    return [x for alt in m.group(1).split(',')
+            for x in expand(pattern[:m.start()] + alt + pattern[m.end():])]
+
+
+def path_exists(pattern: str) -> bool:
+    return all(glob.glob(str(ROOT / p.rstrip('/'))) for p in expand(pattern))
+
+
+def _tool_help(tool: str) -> tuple[int, str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='1')
+    try:
+        proc = subprocess.run([sys.executable, str(ROOT / tool), '--help'], cwd=ROOT, env=env,
+                              capture_output=True, text=True, timeout=HELP_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return -1, f'no answer in {HELP_TIMEOUT} s'
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+@lru_cache(maxsize=None)
+def tool_helps() -> dict:
+    """`--help` of every tools/*.py, one subprocess each, run a few at a time."""
+    tools = sorted(str(p.relative_to(ROOT)) for p in (ROOT / 'tools').glob('*.py'))
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return dict(zip(tools, pool.map(_tool_help, tools)))
+
+
+def help_flags(text: str) -> set[str]:
+    """The long flags of an argparse help text: its usage block and its option lines."""
+    usage = text.split('\n\n')[0] if text.lstrip().startswith('usage:') else ''
+    flags = set(re.findall(r'(?<![\w-])(--[A-Za-z0-9][\w-]*)', usage))
+    for line in text.splitlines():  # '  -h, --help  show ...': invocations, 2+ spaces, help
+        if re.match(r' {2}-', line):
+            flags |= set(re.findall(r'--[A-Za-z0-9][\w-]*', re.split(r' {2,}', line[2:])[0]))
+    return flags
+
+
+def shell_target(tool: str) -> str | None:
+    """The tools/*.py a launcher script forwards its extra flags to (dist_train.sh -> train.py)."""
+    m = re.search(r'tools/(\w+\.py)', (ROOT / tool).read_text().split('\n', 3)[-1])
+    return f'tools/{m.group(1)}' if m else None
+
+
+@lru_cache(maxsize=None)
+def host_flags(package: str, script: str) -> frozenset:
+    """Flags of a host package's own tools/{train,test}.py (what `mim` runs), from its source."""
+    import importlib.util
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.origin:
+        return frozenset()
+    src = Path(spec.origin).parent / '.mim' / 'tools' / script
+    return frozenset(re.findall(r'[\'"](--[\w-]+)[\'"]', src.read_text())) if src.is_file() \
+        else frozenset()
+
+
+def project_flags() -> set[str]:
+    return {f for _, text in tool_helps().values() for f in help_flags(text)}
+
+
+def host_and_mim_flags() -> set[str]:
+    flags = set(MIM_OPTIONS)
+    for pkg in HOSTS:
+        flags |= host_flags(pkg, 'train.py') | host_flags(pkg, 'test.py')
+    return flags
+
+
+@lru_cache(maxsize=None)
+def load_config(path: str) -> dict:
+    from mmengine.config import Config
+    return Config.fromfile(str(ROOT / path)).to_dict()
+
+
+def _config_arg(cmd: Command) -> str | None:
+    for a in cmd.args:
+        if re.fullmatch(r'configs/[\w/.-]+\.py', a) and (ROOT / a).is_file():
+            return a
+    return None
+
+
+def _cfg_options(args: list[str]) -> list[str]:
+    out, on = [], False
+    for a in args:
+        if a.startswith('--'):
+            on = a == '--cfg-options'
+        elif on and '=' in a:
+            out.append(a.split('=', 1)[0])
+    return out
+
+
+def _makefile_targets() -> set[str]:
+    return set(re.findall(r'^([\w.-]+):', (ROOT / 'Makefile').read_text(), re.M))
+
+
+def _slug(heading: str) -> str:
+    return re.sub(r'[^\w\- ]', '', heading.strip().lower()).replace(' ', '-')
+
+
+@lru_cache(maxsize=None)
+def anchors(md: str) -> frozenset:
+    return frozenset(_slug(m) for m in re.findall(r'^#+\s+(.*)$', (ROOT / md).read_text(), re.M))
+
+
+# ---- the checks: each returns every problem as 'place: message' ---------------------------------
+def problems_paths() -> list[str]:
+    out = []
+    for src in DOCS + CONFIG_SOURCES:
+        _, spans, tokens = extract(src)
+        for i, raw in tokens:
+            tok = _strip(_strip(raw).split('](')[-1].split('=')[-1])
+            if '::' in tok or '...' in tok or '$' in tok:
+                continue
+            head = tok.split('/')[0]
+            if (head in REPO_DIRS and '/' in tok) or tok in REPO_FILES:
+                tok = tok.split('#')[0]
+                if not path_exists(tok):
+                    out.append(f'{src}:{i}: {tok} does not exist')
+        for where, span, _ in spans:  # bare script / config names: `train.py`, `upernet_vit{b,l}..`
+            for tok in map(_strip, span.split()):
+                if re.fullmatch(r'[\w{},*-]+\.py', tok) and not all(
+                        any(fnmatch.fnmatch(b, name) for b in repo_basenames())
+                        for name in expand(tok)):
+                    out.append(f'{where}: {tok} is not a file of this repository')
+                if re.fullmatch(r'peco_mm(\.\w+)+', tok):
+                    parts = tok.split('.')
+                    if not any((ROOT / Path(*parts[:n])).with_suffix('.py').is_file()
+                               or (ROOT / Path(*parts[:n]) / '__init__.py').is_file()
+                               for n in range(2, len(parts) + 1)):
+                        out.append(f'{where}: {tok} names no module of peco_mm')
+        if src.endswith('.md'):
+            text = (ROOT / src).read_text()
+            for m in re.finditer(r'\]\(([^)\s]+)\)', text):
+                target = m.group(1)
+                if re.match(r'[a-z]+://', target) or target.startswith('mailto:'):
+                    continue
+                line = text.count('\n', 0, m.start()) + 1
+                file, _, anchor = target.partition('#')
+                md = os.path.normpath(os.path.join(os.path.dirname(src), file)) if file else src
+                if not (ROOT / md).exists():
+                    out.append(f'{src}:{line}: link to {target}: {md} does not exist')
+                elif anchor and md.endswith('.md') and anchor not in anchors(md):
+                    out.append(f'{src}:{line}: link to {target}: {md} has no heading #{anchor}')
+    for cmd in all_commands():
+        if cmd.kind == 'make' and cmd.name not in _makefile_targets():
+            out.append(f'{cmd.where}: `make {cmd.name}`: the Makefile has no target {cmd.name!r}')
+    return out
+
+
+def problems_tools() -> list[str]:
+    out = []
+    for cmd in all_commands():
+        if cmd.kind != 'tool':
+            continue
+        tool = ROOT / cmd.name
+        if not tool.is_file():
+            out.append(f'{cmd.where}: {cmd.name} does not exist')
+        elif cmd.bare:
+            first = tool.read_text().split('\n', 1)[0]
+            if not first.startswith('#!'):
+                out.append(f'{cmd.where}: {cmd.name} is run as a bare command but has no '
+                           'shebang line (#!/usr/bin/env python)')
+            if not os.access(tool, os.X_OK):
+                out.append(f'{cmd.where}: {cmd.name} is run as a bare command but is not '
+                           f'executable (chmod +x {cmd.name})')
+    return out
+
+
+def problems_help() -> list[str]:
+    out = []
+    for tool, (rc, text) in tool_helps().items():
+        if rc != 0 or 'usage:' not in text:
+            tail = ' | '.join(text.strip().splitlines()[-3:])
+            out.append(f'{tool}: `python {tool} --help` failed (exit {rc}): {tail}')
+    return out
+
+
+def problems_flags() -> list[str]:
+    helps, out = tool_helps(), []
+    for cmd in all_commands():
+        used = [a.split('=')[0] for a in cmd.args if re.match(r'--[A-Za-z0-9]', a)]
+        if cmd.kind == 'tool':
+            target = shell_target(cmd.name) if cmd.name.endswith('.sh') and \
+                (ROOT / cmd.name).is_file() else cmd.name
+            if target not in helps:
+                continue
+            known = help_flags(helps[target][1])
+            out += [f'{cmd.where}: {target} has no flag {f}' for f in used if f not in known]
+        elif cmd.kind == 'mim' and cmd.name in HOSTS:
+            script = 'train.py' if ' train ' in f' {cmd.text} ' else 'test.py'
+            known = MIM_OPTIONS | host_flags(cmd.name, script)
+            out += [f'{cmd.where}: neither mim nor {cmd.name}\'s tools/{script} has flag {f}'
+                    for f in used if f not in known]
+    ours, hosts = project_flags(), host_and_mim_flags()
+    for src in DOCS + CONFIG_SOURCES:
+        for where, span, para in extract(src)[1]:
+            if re.match(r'--[A-Za-z0-9]', span):  # a flag quoted on its own, e.g. `--resume`
+                flag = span.split()[0].split('=')[0].rstrip('`-,.')
+                # a host's own flag counts only where the paragraph speaks of mim or a host
+                about_hosts = re.search(r'\b(mim|mmpretrain|mmseg|mmdet)\b', para)
+                if flag not in ours and not (about_hosts and flag in hosts):
+                    out.append(f'{where}: {flag} is a flag of no tool in tools/' +
+                               (' (nor of mim / the hosts\' train.py, test.py)'
+                                if about_hosts else ''))
+    return out
+
+
+def problems_cfg_keys() -> list[str]:
+    out = []
+    for cmd in all_commands():
+        config = _config_arg(cmd)
+        if cmd.kind == 'mim':
+            if cmd.name not in HOSTS:
+                if not cmd.name.isupper():  # PACKAGE placeholder
+                    out.append(f'{cmd.where}: `mim {cmd.name}`: not a host package {HOSTS}')
+            elif config and load_config(config).get('default_scope') != cmd.name:
+                out.append(f'{cmd.where}: {config} runs in '
+                           f"{load_config(config).get('default_scope')}, not {cmd.name}")
+        if not config:
+            continue
+        for key in _cfg_options(cmd.args):
+            node, walked = load_config(config), []
+            for part in key.split('.')[:-1]:
+                if isinstance(node, dict) and part in node:
+                    node = node[part]
+                elif isinstance(node, (list, tuple)) and part.isdigit() and \
+                        int(part) < len(node):
+                    node = node[int(part)]
+                else:
+                    out.append(f'{cmd.where}: --cfg-options {key}: {config} has no '
+                               f"{'.'.join(walked + [part])}")
+                    break
+                walked.append(part)
+    return out
+
+
+# ---- tests ------------------------------------------------------------------------------------
+def _assert_none(problems: list[str]):
+    assert not problems, f'{len(problems)} problem(s):\n' + '\n'.join(sorted(set(problems)))
+
+
+def test_docs_name_existing_paths_links_and_make_targets():
+    _assert_none(problems_paths())
+
+
+def test_docs_tools_exist_and_bare_commands_are_executable():
+    _assert_none(problems_tools())
+
+
+def test_every_tool_answers_help():
+    _assert_none(problems_help())
+
+
+def test_docs_flags_exist_in_the_tools_argparse():
+    _assert_none(problems_flags())
+
+
+def test_docs_cfg_options_keys_and_mim_hosts_match_the_configs():
+    _assert_none(problems_cfg_keys())
+
+
+def test_extraction_finds_commands_of_every_form():
+    """Guards the checker itself: each form of command in the docs is seen."""
+    cmds = all_commands()
+    kinds = {(c.kind, c.bare) for c in cmds}
+    assert {('tool', True), ('tool', False), ('make', False), ('mim', False)} <= kinds, kinds
+    joined = parse_command('OMP_NUM_THREADS=2 python tools/x.py --a 1 \\', 'f:1')
+    assert joined.name == 'tools/x.py' and not joined.bare and joined.args[:1] == ['--a']
+    text = ('usage: x.py [-h] [--batch-size B]\n\noptions:\n  -h, --help  show\n'
+            '  --local-rank L, --local_rank L\n\nexamples:\n  python x.py --not-a-flag\n')
+    assert help_flags(text) == {'--batch-size', '--help', '--local-rank', '--local_rank'}
+    assert expand('a_{b,c}_{d,e}.py') == ['a_b_d.py', 'a_b_e.py', 'a_c_d.py', 'a_c_e.py']
+
+
+if __name__ == '__main__':  # print every problem, grouped by check
+    for check in (problems_paths, problems_tools, problems_help, problems_flags,
+                  problems_cfg_keys):
+        found = sorted(set(check()))
+        print(f'== {check.__name__}: {len(found)}')
+        print('\n'.join(found))
