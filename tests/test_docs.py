@@ -180,19 +180,33 @@ def path_exists(pattern: str) -> bool:
 def _tool_help(tool: str) -> tuple[int, str]:
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='1')
     try:
-        proc = subprocess.run([sys.executable, str(ROOT / tool), '--help'], cwd=ROOT, env=env,
+        script, *sub = tool.split()
+        proc = subprocess.run([sys.executable, str(ROOT / script), *sub, '--help'], cwd=ROOT,
+                              env=env,
                               capture_output=True, text=True, timeout=HELP_TIMEOUT)
     except subprocess.TimeoutExpired:
         return -1, f'no answer in {HELP_TIMEOUT} s'
     return proc.returncode, proc.stdout + proc.stderr
 
 
+def subcommands(text: str) -> list[str]:
+    """The sub-commands an argparse help lists (`positional arguments:` then `  COMMAND` and
+    one indented name per sub-command)."""
+    block = text.split('positional arguments:\n', 1)[-1].split('\n\n')[0] \
+        if 'positional arguments:' in text else ''
+    return re.findall(r'^ {4}([a-z][\w-]*)(?: {2,}|$)', block, re.M)
+
+
 @lru_cache(maxsize=None)
 def tool_helps() -> dict:
-    """`--help` of every tools/*.py, one subprocess each, run a few at a time."""
+    """`--help` of every tools/*.py, one subprocess each, run a few at a time; a tool with
+    sub-commands also has `tools/x.py SUB` entries with each sub-command's help."""
     tools = sorted(str(p.relative_to(ROOT)) for p in (ROOT / 'tools').glob('*.py'))
     with ThreadPoolExecutor(max_workers=4) as pool:
-        return dict(zip(tools, pool.map(_tool_help, tools)))
+        helps = dict(zip(tools, pool.map(_tool_help, tools)))
+        subs = [f'{t} {sub}' for t, (_, text) in helps.items() for sub in subcommands(text)]
+        helps.update(zip(subs, pool.map(_tool_help, subs)))
+    return helps
 
 
 def help_flags(text: str) -> set[str]:
@@ -352,6 +366,8 @@ def problems_flags() -> list[str]:
                 (ROOT / cmd.name).is_file() else cmd.name
             if target not in helps:
                 continue
+            if cmd.args and f'{target} {cmd.args[0]}' in helps:  # a sub-command's own flags
+                target = f'{target} {cmd.args[0]}'
             known = help_flags(helps[target][1])
             out += [f'{cmd.where}: {target} has no flag {f}' for f in used if f not in known]
         elif cmd.kind == 'mim' and cmd.name in HOSTS:

@@ -1,3 +1,4 @@
+#!/usr/bin/env python
 """Convert a ViT checkpoint into PeCoViT weights.
 
     python tools/convert_checkpoint.py SRC DST [--format F] [--img-size N] [--per-block-rel-pos]

@@ -335,10 +335,13 @@ def check_pretrained_paths(cfg: Config) -> None:
             if node.get('type') == 'Pretrained':
                 ckpt = node.get('checkpoint')
                 if ckpt and '://' not in str(ckpt) and not osp.isfile(str(ckpt)):
-                    raise FileNotFoundError(
-                        f'{key}.checkpoint={ckpt!r} not found: set --cfg-options '
-                        f'{key}.checkpoint=PATH (a PeCo, converted or published checkpoint), '
-                        f'or {key}=None to train from scratch')
+                    # no "from scratch" for the tokenizer: PeCo refuses random targets
+                    hint = (' (a trained tokenizer; MIM targets cannot come from random weights)'
+                            if 'target_generator' in key else
+                            f' (a PeCo, converted or published checkpoint), or {key}=None '
+                            'to train from scratch')
+                    raise FileNotFoundError(f'{key}.checkpoint={ckpt!r} not found: set '
+                                            f'--cfg-options {key}.checkpoint=PATH{hint}')
                 return
             for k, v in node.items():
                 walk(v, f'{key}.{k}' if key else k)
