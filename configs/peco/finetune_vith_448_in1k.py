@@ -1,4 +1,4 @@
-# PeCo ViT-H/14 ImageNet-1K fine-tuning at 448 px (paper Table 2: PeCo-H_448, 88.3 top-1),
+# PeCo ViT-H/14 ImageNet-1K fine-tuning at 448 px (paper Table 1: PeCo-H_448, 88.3 top-1),
 # straight from the 224 px pretraining as MAE's ViT-H_448 (mmpretrain mae/benchmarks/
 # vit-huge-p14_32xb8-coslr-50e_in1k-448px.py: random-resized crops of 448, test resize 512 and
 # centre crop 448). 448 / 14 = 32x32 patches: the pretraining's 16x16 relative-position tables

@@ -1,4 +1,4 @@
-# PeCo ViT-L/16 ImageNet-1K fine-tuning (paper Table 2: 86.5 top-1 at 224, 800-epoch
+# PeCo ViT-L/16 ImageNet-1K fine-tuning (paper Table 1: 86.5 top-1 at 224, 800-epoch
 # pretraining). The paper states its fine-tuning recipe for ViT-B only (finetune_vitb_in1k.py)
 # and compares ViT-L/H with MAE, so:
 # - the paper's: lr 4e-3, cosine decay to 0, average pooling, BEiT's augmentation and Mixup /

@@ -1,4 +1,4 @@
-"""BEiT baseline for the paper's comparison (Table 3: BEiT 82.8 vs PeCo 84.1 at 300 epochs):
+"""BEiT baseline for the paper's comparison (Table 2: BEiT 82.8 vs PeCo 84.1 at 300 epochs):
 the same ViT, masking, head and recipe as configs/peco/pretrain_vitb_in1k_300e.py, but the
 targets are mmpretrain's DALL-E encoder codes of a 112 px view (8x down -> 14x14), as BEiT.
 

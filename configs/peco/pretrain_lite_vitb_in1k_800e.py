@@ -1,4 +1,4 @@
-"""PeCo_lite ViT-B/16, 800 epochs (paper Table 3: 84.5 IN-1K top-1, the same as PeCo's): the
+"""PeCo_lite ViT-B/16, 800 epochs (paper Table 2: 84.5 IN-1K top-1, the same as PeCo's): the
 800-epoch PeCo recipe with the lite tokenizer, as pretrain_lite_vitb_in1k_300e.py explains.
 """
 _base_ = './pretrain_vitb_in1k_800e.py'

@@ -1,4 +1,4 @@
-"""PeCo ViT-B/16 masked image modeling on ImageNet-1K, 300 epochs (paper Table 3: 84.1 top-1
+"""PeCo ViT-B/16 masked image modeling on ImageNet-1K, 300 epochs (paper Table 2: 84.1 top-1
 after fine-tuning). Needs a trained tokenizer (configs/peco/tokenizer_vqvae_in1k.py).
 
     tools/dist_train.sh configs/peco/pretrain_vitb_in1k_300e.py 8 \

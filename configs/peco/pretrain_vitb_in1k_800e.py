@@ -1,4 +1,4 @@
-"""PeCo ViT-B/16, 800 epochs (paper Table 2: 84.5 IN-1K top-1, 48.5 ADE20K mIoU, 47.8/42.6 COCO
+"""PeCo ViT-B/16, 800 epochs (paper Tables 1-3: 84.5 IN-1K top-1, 48.5 ADE20K mIoU, 47.8/42.6 COCO
 box/mask AP). Same recipe as the 300-epoch config; lr scaling as explained there.
 
     tools/dist_train.sh configs/peco/pretrain_vitb_in1k_800e.py 8 \

@@ -1,4 +1,4 @@
-"""PeCo ViT-H/14, 800 epochs (paper Table 2: 87.5 top-1 at 224, 88.3 at 448).
+"""PeCo ViT-H/14, 800 epochs (paper Table 1: 87.5 top-1 at 224, 88.3 at 448).
 
 Assumptions (the paper states none for ViT-H): patch 14 as MAE's ViT-H, so 224 px gives a
 16x16 grid; the tokenizer view is then 256 px (16x down -> 16x16 codes, one per patch) and

@@ -1,4 +1,4 @@
-"""PeCo ViT-L/16, 800 epochs (paper Table 2: 86.5 top-1 at 224). The paper gives no ViT-L
+"""PeCo ViT-L/16, 800 epochs (paper Table 1: 86.5 top-1 at 224). The paper gives no ViT-L
 pretraining settings beyond ViT-B's; we keep them and take BEiT-L's layer-scale init 1e-5
 (0.1 is unstable at 24 blocks). Total batch 2048, lr 1.5e-3 (scale linearly as in the 300e
 config when the batch differs).
