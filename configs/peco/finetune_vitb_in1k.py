@@ -8,33 +8,37 @@
 #
 #   tools/dist_train.sh configs/peco/finetune_vitb_in1k.py 8 \
 #       --cfg-options model.backbone.init_cfg.checkpoint=PRETRAIN.pth
-_base_ = 'mmpretrain::beit/benchmarks/beit-base-p16_8xb128-coslr-100e_in1k.py'
+_base_ = [
+    'mmpretrain::beit/benchmarks/beit-base-p16_8xb128-coslr-100e_in1k.py',
+    '../_base_/models/peco_vit_b.py',
+]
 custom_imports = dict(imports=['peco_mm'], allow_failed_imports=False)
 
 data_root = 'data/imagenet'  # DATA_ROOT/{train,val}/<class>/*.JPEG (+ meta/*.txt)
-pretrained = 'work_dirs/pretrain_vitb_in1k_800e/epoch_800.pth'  # PeCo, converted or published
+
+# The pretraining's normalisation (ImageNet mean / std), not the host's 127.5 / 127.5, which
+# belongs to the BEiT releases mmpretrain converts: with it the patch embedding would see
+# about 0.45x the amplitude it was pretrained on (57.6 / 127.5).
+data_preprocessor = dict(mean=_base_.vit_mean, std=_base_.vit_std)
 
 model = dict(
     backbone=dict(
-        _delete_=True,
-        type='PeCoViT',
-        arch='base',
-        img_size=224,
-        patch_size=16,
-        qkv_bias='qv',
-        use_abs_pos_emb=False,
-        rel_pos_bias='per_block',  # the pretraining's shared table is copied into each block
-        layer_scale_init_value=0.1,
-        drop_path_rate=0.1,
+        _base_.vit_b,
+        _delete_=True,  # the host's BEiTViT -> PeCoViT
         out_type='avg_featmap',
         final_norm=False,  # global average pooling + fc_norm
-        init_cfg=dict(type='Pretrained', checkpoint=pretrained, prefix='backbone.')))
+        # a PeCo pretraining checkpoint (configs/peco/pretrain_vitb_in1k_800e.py writes it),
+        # or a converted / published one
+        init_cfg=dict(type='Pretrained', prefix='backbone.',
+                      checkpoint='work_dirs/pretrain_vitb_in1k_800e/epoch_800.pth')))
 
 train_dataloader = dict(dataset=dict(data_root=data_root))
 val_dataloader = dict(dataset=dict(data_root=data_root))
 test_dataloader = val_dataloader
 
 optim_wrapper = dict(
+    type='AmpOptimWrapper',
+    dtype='bfloat16',  # ours (fp32 in the host config); fp32 without CUDA (tools/train.py)
     constructor='LayerDecayOptimWrapperConstructor',
     # norms, biases, tokens, position tables and layer scales get no weight decay
     paramwise_cfg=dict(_delete_=True, layer_decay_rate=0.65))

@@ -5,26 +5,27 @@
 #
 #   tools/dist_train.sh configs/peco/linear_vitb_in1k.py 8 \
 #       --cfg-options model.backbone.init_cfg.checkpoint=PRETRAIN.pth
-_base_ = 'mmpretrain::mae/benchmarks/vit-base-p16_8xb2048-linear-coslr-90e_in1k.py'
+_base_ = [
+    'mmpretrain::mae/benchmarks/vit-base-p16_8xb2048-linear-coslr-90e_in1k.py',
+    '../_base_/models/peco_vit_b.py',
+]
 custom_imports = dict(imports=['peco_mm'], allow_failed_imports=False)
 
 data_root = 'data/imagenet'
-pretrained = 'work_dirs/pretrain_vitb_in1k_800e/epoch_800.pth'
 
 model = dict(
     backbone=dict(
-        _delete_=True,
-        type='PeCoViT',
-        arch='base',
-        qkv_bias='qv',
-        use_abs_pos_emb=False,
-        rel_pos_bias='per_block',
-        layer_scale_init_value=0.1,
+        _base_.vit_b,
+        _delete_=True,  # the host's VisionTransformer -> PeCoViT
+        drop_path_rate=0.0,  # frozen: no stochastic depth
         frozen_stages=12,  # everything, final norm included
         out_type='cls_token',
         final_norm=True,
-        init_cfg=dict(type='Pretrained', checkpoint=pretrained, prefix='backbone.')))
+        init_cfg=dict(type='Pretrained', prefix='backbone.',
+                      checkpoint='work_dirs/pretrain_vitb_in1k_800e/epoch_800.pth')))
 
 train_dataloader = dict(dataset=dict(data_root=data_root))
 val_dataloader = dict(dataset=dict(data_root=data_root))
 test_dataloader = val_dataloader
+
+optim_wrapper = dict(dtype='bfloat16')  # the host's AmpOptimWrapper, bf16 instead of fp16

@@ -6,6 +6,7 @@ _base_ = './mask_rcnn_vitb_coco.py'
 embed_dims = 1024
 model = dict(
     backbone=dict(arch='large', drop_path_rate=0.2,  # deeper model: more stochastic depth
+                  with_cp=True,  # recompute each block in backward: ~50x84 tokens x 24 blocks
                   init_cfg=dict(
                       checkpoint='work_dirs/pretrain_vitl_in1k_800e/epoch_800.pth')),
     neck=dict(in_channels=[embed_dims] * 4))

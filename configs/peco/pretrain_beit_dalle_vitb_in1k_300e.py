@@ -19,14 +19,9 @@ model = dict(
 
 # DALL-E's input map: x / 255 * 0.8 + 0.1, i.e. (x - (-31.875)) / 318.75
 data_preprocessor = dict(second_mean=[-31.875] * 3, second_std=[318.75] * 3)
+# the base's pipeline with DALL-E's 112 px, Lanczos-resized view (8x down -> 14x14 codes)
 train_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='ColorJitter', brightness=0.4, contrast=0.4, saturation=0.4, hue=0.),
-    dict(type='RandomFlip', prob=0.5, direction='horizontal'),
-    dict(type='RandomResizedCropAndInterpolationWithTwoPic', size=224, second_size=112,
-         interpolation='bicubic', second_interpolation='lanczos', scale=(0.08, 1.0)),
-    dict(type='BlockwiseMaskGenerator', input_size=14, num_masking_patches=75,
-         min_num_patches=16, min_aspect=0.3),
-    dict(type='PackInputs'),
-]
+    dict(t, second_size=112, second_interpolation='lanczos')
+    if t['type'] == 'RandomResizedCropAndInterpolationWithTwoPic' else t
+    for t in _base_.train_pipeline]
 train_dataloader = dict(dataset=dict(pipeline=train_pipeline))

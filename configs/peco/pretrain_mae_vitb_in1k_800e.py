@@ -8,17 +8,15 @@ colour jitter, AdamW lr 2.4e-3 = 1.5e-4 x 4096 / 256 at total batch 4096 (8 GPUs
 scale linearly with the batch), betas (0.9, 0.95), weight decay 0.05, 40 warm-up epochs,
 cosine to 0, no drop path, no gradient clipping.
 
-Fine-tuning a PeCo_MAE checkpoint: use configs/peco/finetune_vitb_in1k.py with MAE's ViT,
-    --cfg-options model.backbone.qkv_bias=qkv model.backbone.use_abs_pos_emb=True
-                  model.backbone.rel_pos_bias=none model.backbone.layer_scale_init_value=0.0
+Downstream: configs/peco/{finetune,upernet,mask_rcnn}_mae_vitb_*.py (PeCo's downstream
+recipes with MAE's ViT).
 """
 _base_ = './pretrain_vitb_in1k_800e.py'
 
 model = dict(
     type='PeCoMAE',
     mask_ratio=0.75,
-    backbone=dict(qkv_bias='qkv', use_abs_pos_emb=True, rel_pos_bias='none',
-                  layer_scale_init_value=0.0, drop_path_rate=0.0, use_mask_token=False),
+    backbone=dict(_base_.mae_vit, drop_path_rate=0.0, use_mask_token=False),
     neck=dict(type='PeCoMAEDecoder', grid=14, embed_dims=512, num_layers=8, num_heads=16))
 
 train_pipeline = [

@@ -1,10 +1,12 @@
 """Everything but the decoder for PeCo ViT-B/16 on ADE20K (PeCo appendix B): data, schedule,
 optimizer, backbone. Leaf configs add an mmseg model base (UperNet, semantic FPN) and write
-`model = dict(backbone=_base_.backbone, ...)`."""
+`model = dict(backbone=_base_.backbone, ...)`. The host's data preprocessor normalises as the
+pretraining did (ImageNet mean / std, RGB; tests/test_config_pairs.py)."""
 _base_ = [
     './ade20k_checked.py',
     'mmseg::_base_/default_runtime.py',
     'mmseg::_base_/schedules/schedule_160k.py',
+    '../models/peco_vit_b.py',
 ]
 custom_imports = dict(imports=['peco_mm'], allow_failed_imports=False)
 
@@ -20,15 +22,9 @@ bn = dict(type='BN', requires_grad=True)
 # pretraining checkpoint ('backbone.*' keys) or a file from tools/convert_checkpoint.py.
 # `model.backbone.init_cfg=None` trains from scratch.
 backbone = dict(
-    _delete_=True,
-    type='PeCoViT',
-    arch='base',
+    _base_.vit_b,
+    _delete_=True,  # the host model's ResNet -> PeCoViT
     img_size=(512, 512),
-    patch_size=16,
-    qkv_bias='qv',
-    use_abs_pos_emb=False,
-    rel_pos_bias='per_block',
-    layer_scale_init_value=0.1,
     drop_path_rate=0.2,
     out_type='featmap',  # out_indices default: blocks 4/6/8/12 -> strides 4/8/16/32
     final_norm=False,  # BEiT's dense heads take the raw block outputs
@@ -38,6 +34,8 @@ backbone = dict(
 
 # AdamW 3e-4, wd 0.05, layer decay 0.65 over the 12 blocks (patch embedding: 0.65^13 = 0.0037x)
 optim_wrapper = dict(
+    type='AmpOptimWrapper',
+    dtype='bfloat16',  # ours; fp32 without CUDA (tools/train.py)
     optimizer=dict(_delete_=True, type='AdamW', lr=3e-4, betas=(0.9, 0.999), weight_decay=0.05),
     constructor='LayerDecayOptimWrapperConstructor',
     paramwise_cfg=dict(layer_decay_rate=0.65))

@@ -1,10 +1,12 @@
 """Everything but the detector for PeCo ViT-B/16 on COCO, 1x schedule (PeCo appendix B): data,
 schedule, optimizer, backbone. Leaf configs add an mmdet model base (Mask R-CNN, Cascade Mask
-R-CNN) and write `model = dict(backbone=_base_.backbone, neck=dict(in_channels=...))`."""
+R-CNN) and write `model = dict(backbone=_base_.backbone, neck=dict(in_channels=...))`. The
+host's data preprocessor normalises as the pretraining did (ImageNet mean / std, RGB)."""
 _base_ = [
     'mmdet::_base_/datasets/coco_instance.py',  # short side 800, long side <= 1333, flip
     'mmdet::_base_/schedules/schedule_1x.py',  # 12 epochs, lr steps at 8 and 11, 500 warm-up
     'mmdet::_base_/default_runtime.py',
+    '../models/peco_vit_b.py',
 ]
 custom_imports = dict(imports=['peco_mm'], allow_failed_imports=False)
 
@@ -21,16 +23,8 @@ sync_bn = 'torch'
 # Pretrained weights, one key (`--cfg-options model.backbone.init_cfg.checkpoint=PATH`): a PeCo
 # pretraining checkpoint ('backbone.*' keys) or a file from tools/convert_checkpoint.py.
 backbone = dict(
-    _delete_=True,
-    type='PeCoViT',
-    arch='base',
-    img_size=224,
-    patch_size=16,
-    qkv_bias='qv',
-    use_abs_pos_emb=False,
-    rel_pos_bias='per_block',
-    layer_scale_init_value=0.1,
-    drop_path_rate=0.1,
+    _base_.vit_b,
+    _delete_=True,  # the host model's ResNet -> PeCoViT
     out_type='featmap',  # blocks 4/6/8/12 -> strides 4/8/16/32, then FPN adds stride 64
     final_norm=False,
     pyramid=dict(norm_cfg=dict(type='BN', requires_grad=True)),
@@ -40,6 +34,9 @@ backbone = dict(
 # AdamW 4e-4, wd 0.05, layer decay 0.75 (patch embedding: 0.75^13 = 0.024x); batch 16 =
 # 8 GPUs x 2 images (the base's batch_size=2)
 optim_wrapper = dict(
+    # fp16 autocast with a dynamic loss scale (ours), as mmdet's AMP configs: mmcv's RoIAlign
+    # CUDA kernels take fp32 / fp16 only, so bf16 is not an option here. fp32 without CUDA.
+    type='AmpOptimWrapper',
     optimizer=dict(_delete_=True, type='AdamW', lr=4e-4, betas=(0.9, 0.999), weight_decay=0.05),
     constructor='LayerDecayOptimWrapperConstructor',
     paramwise_cfg=dict(layer_decay_rate=0.75))

@@ -7,8 +7,11 @@ _base_ = 'mmpretrain::_base_/default_runtime.py'
 
 custom_imports = dict(imports=['peco_mm'], allow_failed_imports=False)
 
+# bf16 autocast (ours; the paper states no precision, BEiT trains in fp16 with a loss scale).
+# Without CUDA, tools/train.py runs the same config in fp32 and says so in the log.
 optim_wrapper = dict(
-    type='OptimWrapper',
+    type='AmpOptimWrapper',
+    dtype='bfloat16',
     optimizer=dict(type='AdamW', lr=1.5e-3, betas=(0.9, 0.999), weight_decay=0.05),
     clip_grad=dict(max_norm=3.0),
     constructor='LayerDecayOptimWrapperConstructor',

@@ -4,18 +4,9 @@
 # block-wise (blocks of >= 16 patches, aspect 0.3..1/0.3).
 # PeCo's tokenizer sees 224 px (16x down -> 14x14 codes = the ViT's 224/16 patch grid).
 # A config that changes a size restates `train_pipeline` (lists are replaced, not merged).
+# The two views' normalisation is the model's (./peco_vitb.py: data_preprocessor).
 dataset_type = 'ImageNet'
 data_root = 'data/imagenet'  # DATA_ROOT/train/<class>/*.JPEG (+ meta/train.txt)
-
-data_preprocessor = dict(
-    type='TwoNormDataPreprocessor',
-    # view 1 (ViT): ImageNet statistics on 0..255 RGB
-    mean=[123.675, 116.28, 103.53],
-    std=[58.395, 57.12, 57.375],
-    # view 2 (tokenizer): 0..255 -> [-1, 1], the PeCoTokenizer's input range
-    second_mean=[127.5, 127.5, 127.5],
-    second_std=[127.5, 127.5, 127.5],
-    to_rgb=True)
 
 train_pipeline = [
     dict(type='LoadImageFromFile'),

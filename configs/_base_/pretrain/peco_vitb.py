@@ -1,24 +1,25 @@
-# PeCo on ViT-B/16 (Sec. 3.3): BEiT's pretraining ViT -- q/v bias, one relative-position table
-# shared by all blocks, layer scale 0.1, drop path 0.1, learnable [MASK] -- predicting the codes
-# of the frozen PeCo tokenizer at the masked patches. The head's width comes from the backbone
+# PeCo on ViT-B/16 (Sec. 3.3): BEiT's pretraining ViT (../models/peco_vit_b.py) with one
+# relative-position table shared by all blocks and a learnable [MASK], predicting the codes of
+# the frozen PeCo tokenizer at the masked patches. The head's width comes from the backbone
 # and its K from the tokenizer (8192).
+_base_ = '../models/peco_vit_b.py'
+
 # trained with configs/peco/tokenizer_vqvae_in1k.py
 tokenizer_checkpoint = 'work_dirs/tokenizer_vqvae_in1k/epoch_100.pth'
 
+data_preprocessor = dict(
+    type='TwoNormDataPreprocessor',
+    # view 1 (ViT): the normalisation every downstream config repeats (../models/peco_vit_b.py)
+    mean=_base_.vit_mean,
+    std=_base_.vit_std,
+    # view 2 (tokenizer): 0..255 -> [-1, 1], the PeCoTokenizer's input range
+    second_mean=[127.5, 127.5, 127.5],
+    second_std=[127.5, 127.5, 127.5],
+    to_rgb=True)
+
 model = dict(
     type='PeCo',
-    backbone=dict(
-        type='PeCoViT',
-        arch='base',
-        img_size=224,
-        patch_size=16,
-        qkv_bias='qv',
-        use_abs_pos_emb=False,
-        rel_pos_bias='shared',
-        layer_scale_init_value=0.1,
-        drop_path_rate=0.1,
-        use_mask_token=True,
-        out_type='raw'),
+    backbone=dict(_base_.vit_b, rel_pos_bias='shared', use_mask_token=True),
     head=dict(type='PeCoMIMHead'),
     # the paper's tokenizer (16x down, K = 8192); its arguments must match the tokenizer
     # config it was trained with. Encoder + codebook only, frozen; inputs in [-1, 1].
