@@ -91,8 +91,10 @@ def run_python(code, tmp_path, pythonpath):
     return proc.stdout.strip().splitlines()[-1]
 
 
-# What site.py does with the start-up hook's one line, then an import of mmcv._ext.
-RUN_PTH = f"exec(open({str(PTH)!r}).read()); import mmcv._ext; print(mmcv._ext.__file__)"
+# What site.py does with the start-up hook's one line, then where `import mmcv._ext` would
+# load from (finding it does not load it, nor torch)
+RUN_PTH = (f"exec(open({str(PTH)!r}).read()); import importlib.util; "
+           "print(importlib.util.find_spec('mmcv._ext').origin)")
 
 
 def test_startup_hook_serves_shim_where_mmcv_has_no_ext(tmp_path):
@@ -129,3 +131,27 @@ def test_hosts_import_and_run_on_the_shim(tmp_path):
             "print(mmcv.ops.__name__, mmcv_full_available(), "
             "mmcv.ops.RoIAlign((1, 1), 1., 2)(x, r).item())")
     assert run_python(code, tmp_path, [ROOT]) == 'mmcv.ops True 5.0'
+
+
+def test_both_pip_install_modes_put_the_hook_in_site_packages(tmp_path):
+    # the wheels `pip install .` and `pip install -e .` install, built from a copy of the
+    # packaging files; the hook must sit at the wheel's root, i.e. in site-packages
+    import shutil
+    import zipfile
+    src = tmp_path / 'src'
+    shutil.copytree(ROOT / 'peco_mm', src / 'peco_mm',
+                    ignore=shutil.ignore_patterns('__pycache__'))
+    for name in ('setup.py', 'setup.cfg', 'pyproject.toml', 'README.md'):
+        shutil.copy(ROOT / name, src / name)
+    out = tmp_path / 'wheels'
+    wheels = []
+    for hook in ('build_wheel', 'build_editable'):  # one process each, as pip runs them
+        code = f'import sys, setuptools.build_meta as b; print(b.{hook}(sys.argv[1]))'
+        proc = subprocess.run([sys.executable, '-c', code, str(out)], cwd=src,
+                              capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        wheels.append(proc.stdout.split()[-1])
+    assert 'editable' not in wheels[0] and 'editable' in wheels[1], wheels
+    for wheel in wheels:
+        with zipfile.ZipFile(out / wheel) as zf:
+            assert zf.read('peco_mm_mmcv_ext.pth').decode() == PTH.read_text(), wheel
