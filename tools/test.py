@@ -62,10 +62,11 @@ def main(argv=None):
         raise SystemExit(f'test.py: --out {args.out}: expected FILE.pkl (predictions) or '
                          'FILE.json / FILE.yaml (metrics)')
     sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from any folder
-    from peco_mm.engine.launch import run
+    from peco_mm.engine.launch import run, shutdown_distributed
     run(args.config, args.work_dir, args.cfg_options, 'test', checkpoint=args.checkpoint,
         launcher=args.launcher, out=args.out, show_dir=args.show_dir,
         vis_backends=tuple(args.vis_backend))
+    shutdown_distributed()
 
 
 if __name__ == '__main__':
