@@ -66,6 +66,25 @@ def test_shell_tools_print_their_usage(tool):
     assert f'tools/{tool}' in out.stdout and 'PORT' in out.stdout
 
 
+@pytest.mark.parametrize('env, expected', [
+    (dict(NNODES='2', NODE_RANK='1', MASTER_ADDR='10.0.0.1'),
+     '--nnodes=2 --node_rank=1 --master_addr=10.0.0.1 --master_port=29500'),  # nodes agree
+    (dict(NNODES='2', NODE_RANK='0', PORT='1234'),
+     '--nnodes=2 --node_rank=0 --master_addr=127.0.0.1 --master_port=1234'),
+    (dict(), '--standalone --nnodes=1'),  # one node: a free port, so local jobs never clash
+    (dict(PORT='1234'), '--nnodes=1 --node_rank=0 --master_addr=127.0.0.1 --master_port=1234'),
+])
+def test_dist_scripts_node_arguments(env, expected):
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ('NNODES', 'NODE_RANK', 'MASTER_ADDR', 'PORT')}
+    show = 'source tools/torchrun_args.sh; echo "${TORCHRUN_ARGS[@]}"'
+    out = subprocess.run(['bash', '-c', show], cwd=ROOT, env={**clean, **env},
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == expected
+    for script in ('dist_train.sh', 'dist_test.sh'):
+        assert 'source "$ROOT/tools/torchrun_args.sh"' in (ROOT / 'tools' / script).read_text()
+
+
 @pytest.mark.parametrize('tool', [f'{t}.py' for t in PY_TOOLS] + SH_TOOLS)
 def test_tools_run_as_bare_commands_from_any_folder(tool, tmp_path):
     path = ROOT / 'tools' / tool
