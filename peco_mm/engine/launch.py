@@ -60,7 +60,7 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
         mode: str = 'train', *, checkpoint: str | None = None, resume: str | None = None,
         amp: bool = False, launcher: str = 'none', no_validate: bool = False,
         auto_scale_lr: bool = False, out: str | None = None, show_dir: str | None = None,
-        vis_backends: tuple[str, ...] = ()) -> RunResult:
+        show_interval: int = 1, vis_backends: tuple[str, ...] = ()) -> RunResult:
     """Train or test `config` the way `tools/train.py` and `tools/test.py` do.
 
     Args:
@@ -76,6 +76,7 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
         auto_scale_lr: (train) scale lr by the total batch / `auto_scale_lr.base_batch_size`.
         out: (test) `.pkl`/`.pickle` dumps the predictions, `.json`/`.yaml` the metrics.
         show_dir: (test) where the host's visualization hook writes painted predictions.
+        show_interval: (test) paint every n-th image (mmpretrain and mmseg; mmdet paints all).
         vis_backends: extra visualizer backends by name (see VIS_BACKENDS).
     """
     if mode not in MODES:
@@ -96,7 +97,7 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
         check_dataset_paths(cfg, phases=('train', 'val') if cfg.get('val_cfg') else ('train',))
     else:
         cfg.load_from = checkpoint
-        apply_test_flags(cfg, out=out, show_dir=show_dir)
+        apply_test_flags(cfg, out=out, show_dir=show_dir, show_interval=show_interval)
         check_dataset_paths(cfg, phases=('test',))
     add_vis_backends(cfg, vis_backends)
     notes = [fall_back_to_fp32_on_cpu(cfg), sharded_clip_note(cfg)]
@@ -200,8 +201,8 @@ def apply_train_flags(cfg: Config, no_validate: bool = False,
     return cfg
 
 
-def apply_test_flags(cfg: Config, out: str | None = None,
-                     show_dir: str | None = None) -> Config:
+def apply_test_flags(cfg: Config, out: str | None = None, show_dir: str | None = None,
+                     show_interval: int = 1) -> Config:
     """`--out FILE.pkl` adds mmengine's DumpResults (mmdet's DumpDetResults for mmdet
     configs) to the test evaluator; `--out FILE.json|yaml` is dumped by `run` after testing.
     `--show-dir DIR` switches the host's visualization hook on, as its own test.py does."""
@@ -221,12 +222,12 @@ def apply_test_flags(cfg: Config, out: str | None = None,
             raise KeyError("--show-dir needs default_hooks.visualization in the config (the "
                            "host's VisualizationHook); this config has none")
         scope = cfg.get('default_scope')
-        if scope == 'mmpretrain':  # writes <show_dir>/<image>_<step>.png for every image
-            hook.update(enable=True, out_dir=show_dir, interval=1)
-        elif scope == 'mmdet':  # writes <work_dir>/<timestamp>/<show_dir>/<image>
+        if scope == 'mmpretrain':  # writes <show_dir>/<image name>_<step>.png
+            hook.update(enable=True, out_dir=show_dir, interval=show_interval)
+        elif scope == 'mmdet':  # writes <work_dir>/<timestamp>/<show_dir>/<image name>
             hook.update(draw=True, test_out_dir=show_dir)
-        else:  # mmseg: the visualizer's backends write under <show_dir>/vis_data
-            hook.update(draw=True)
+        else:  # mmseg: the visualizer's backend writes <show_dir>/vis_data/vis_image/
+            hook.update(draw=True, interval=show_interval)
             cfg.setdefault('visualizer', ConfigDict(type='Visualizer'))
             cfg.visualizer.save_dir = show_dir
     return cfg

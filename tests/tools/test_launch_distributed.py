@@ -47,6 +47,9 @@ def test_fsdp_on_two_cpu_processes_matches_ddp(peco_cfg, tmp_path):
     log = runs['fsdp'][0]
     assert 'FSDP.state_dict_type()' in log  # torch's FSDP wrapper was built
     assert "type='FSDPStrategy'" in log and 'Distributed training: True' in log
+    # the demo config clips gradients by norm (3.0): the launcher says once that mmengine
+    # clips each shard by its own norm under FSDP
+    assert log.count('optim_wrapper.clip_grad with FSDPStrategy') == 1
     assert len(losses(log)) == 3
     torch.testing.assert_close(torch.tensor(losses(log)), torch.tensor(losses(runs['ddp'][0])),
                                atol=2e-4, rtol=0)

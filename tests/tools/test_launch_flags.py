@@ -227,3 +227,16 @@ def test_run_takes_a_config_object_and_leaves_it_alone(cls_cfg, tmp_path, isolat
         run(cfg, str(tmp_path), mode='fit')
     with pytest.raises(ValueError, match='needs checkpoint=PATH'):
         run(cfg, str(tmp_path), mode='test')
+
+
+def test_sharded_clip_note_only_for_fsdp_with_norm_clipping():
+    from mmengine.config import Config
+
+    from peco_mm.engine.launch import sharded_clip_note
+    fsdp = dict(runner_type='FlexibleRunner', strategy=dict(type='FSDPStrategy'))
+    clip = dict(optim_wrapper=dict(clip_grad=dict(max_norm=3.0)))
+    assert 'each rank clips its own gradient shard' in sharded_clip_note(Config({**fsdp, **clip}))
+    assert sharded_clip_note(Config(fsdp)) is None
+    assert sharded_clip_note(Config(clip)) is None
+    value = dict(optim_wrapper=dict(clip_grad=dict(type='value', clip_value=1.0)))
+    assert sharded_clip_note(Config({**fsdp, **value})) is None  # per element: shards agree
