@@ -311,6 +311,11 @@ def build_runner(cfg: Config):
         # an earlier run in this process (the demo, tests) holds that name
         vis.name = f"{vis.name}_{len(Visualizer._instance_dict)}"
     if cfg.get('runner_type'):
+        strategy = str((cfg.get('strategy') or {}).get('type', ''))
+        if cfg.launcher == 'none' and ('FSDP' in strategy or 'DeepSpeed' in strategy):
+            raise ValueError(f'strategy {strategy} needs a distributed launch: '
+                             'tools/dist_train.sh CONFIG NUM_PROCS (or --launcher pytorch '
+                             'under torchrun)')
         return RUNNERS.build(cfg)
     return Runner.from_cfg(cfg)
 

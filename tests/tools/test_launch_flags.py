@@ -240,3 +240,10 @@ def test_sharded_clip_note_only_for_fsdp_with_norm_clipping():
     assert sharded_clip_note(Config(clip)) is None
     value = dict(optim_wrapper=dict(clip_grad=dict(type='value', clip_value=1.0)))
     assert sharded_clip_note(Config({**fsdp, **value})) is None  # per element: shards agree
+
+
+def test_fsdp_config_without_a_distributed_launch_says_how_to_start_it(cls_cfg, tmp_path):
+    from peco_mm.engine.launch import run
+    opts = {'runner_type': 'FlexibleRunner', 'strategy': {'type': 'FSDPStrategy'}}
+    with pytest.raises(ValueError, match='needs a distributed launch: tools/dist_train.sh'):
+        run(str(cls_cfg), str(tmp_path), opts, 'train')
