@@ -1,18 +1,31 @@
 #!/usr/bin/env bash
-# Usage: tools/dist_test.sh CONFIG CHECKPOINT NUM_PROCS [test.py flags]
-# torchrun on one node; on a machine without CUDA the processes use gloo on CPU.
+# Evaluate a checkpoint with torchrun: NUM_PROCS processes on this node, on one or several nodes.
+#
+#   tools/dist_test.sh CONFIG CHECKPOINT NUM_PROCS [tools/test.py flags]
+#
+# One node: the processes meet on a free local port (set PORT to pick one).
+# Several nodes: run the same command on every node, with the same NNODES, MASTER_ADDR and
+# PORT and each node's own NODE_RANK (0 .. NNODES-1):
+#   NNODES=2 NODE_RANK=0 MASTER_ADDR=10.0.0.1 PORT=29500 tools/dist_test.sh CONFIG CKPT 8
+#   NNODES=2 NODE_RANK=1 MASTER_ADDR=10.0.0.1 PORT=29500 tools/dist_test.sh CONFIG CKPT 8
+#
+# NNODES       number of nodes (default 1)
+# NODE_RANK    this node's rank (default 0); node 0 hosts the rendezvous at MASTER_ADDR:PORT
+# MASTER_ADDR  address of node 0, reachable from every node (default 127.0.0.1)
+# PORT         rendezvous port on node 0 (default 29500 with NNODES > 1; all nodes must agree)
+# PYTHON       the interpreter (default: the repository's .venv, else python)
+# Without CUDA the processes talk over gloo on CPU.
 set -euo pipefail
+if [[ $# -lt 3 ]]; then
+  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+  exit 2
+fi
 CONFIG=$1
 CKPT=$2
 NPROC=$3
 shift 3
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-$([[ -x "$ROOT/.venv/bin/python" ]] && echo "$ROOT/.venv/bin/python" || echo python)}"
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
-PORT=${PORT:-$((29500 + RANDOM % 1000))}
-MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
-PYTHONPATH="$ROOT:${PYTHONPATH:-}" exec "$PY" -m torch.distributed.run \
-  --nnodes="$NNODES" --node_rank="$NODE_RANK" --master_addr="$MASTER_ADDR" \
-  --nproc_per_node="$NPROC" --master_port="$PORT" \
-  "$ROOT/tools/test.py" "$CONFIG" "$CKPT" --launcher pytorch "$@"
+source "$ROOT/tools/torchrun_args.sh"
+PYTHONPATH="$ROOT:${PYTHONPATH:-}" exec "$PY" -m torch.distributed.run "${TORCHRUN_ARGS[@]}" \
+  --nproc_per_node="$NPROC" "$ROOT/tools/test.py" "$CONFIG" "$CKPT" --launcher pytorch "$@"

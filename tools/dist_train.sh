@@ -1,17 +1,32 @@
 #!/usr/bin/env bash
-# Usage: tools/dist_train.sh CONFIG NUM_PROCS [train.py flags]
-# torchrun on one node; on a machine without CUDA the processes use gloo on CPU.
+# Train with torchrun: NUM_PROCS processes on this node, on one or several nodes.
+#
+#   tools/dist_train.sh CONFIG NUM_PROCS [tools/train.py flags]
+#
+# One node: the processes meet on a free local port (set PORT to pick one).
+# Several nodes: run the same command on every node, with the same NNODES, MASTER_ADDR and
+# PORT and each node's own NODE_RANK (0 .. NNODES-1):
+#   NNODES=2 NODE_RANK=0 MASTER_ADDR=10.0.0.1 PORT=29500 tools/dist_train.sh CONFIG 8   # node 0
+#   NNODES=2 NODE_RANK=1 MASTER_ADDR=10.0.0.1 PORT=29500 tools/dist_train.sh CONFIG 8   # node 1
+#
+# NNODES       number of nodes (default 1)
+# NODE_RANK    this node's rank (default 0); node 0 hosts the rendezvous at MASTER_ADDR:PORT
+# MASTER_ADDR  address of node 0, reachable from every node (default 127.0.0.1)
+# PORT         rendezvous port on node 0 (default 29500 with NNODES > 1; all nodes must agree)
+# PYTHON       the interpreter (default: the repository's .venv, else python)
+# Without CUDA the processes talk over gloo on CPU. If a process dies, the others stop with an
+# error instead of waiting: gloo notices the closed connection, and a rank that hangs is given
+# up after env_cfg.dist_cfg.timeout seconds (set it with --cfg-options).
 set -euo pipefail
+if [[ $# -lt 2 ]]; then
+  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+  exit 2
+fi
 CONFIG=$1
 NPROC=$2
 shift 2
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-$([[ -x "$ROOT/.venv/bin/python" ]] && echo "$ROOT/.venv/bin/python" || echo python)}"
-NNODES=${NNODES:-1}
-NODE_RANK=${NODE_RANK:-0}
-PORT=${PORT:-$((29500 + RANDOM % 1000))}
-MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
-PYTHONPATH="$ROOT:${PYTHONPATH:-}" exec "$PY" -m torch.distributed.run \
-  --nnodes="$NNODES" --node_rank="$NODE_RANK" --master_addr="$MASTER_ADDR" \
-  --nproc_per_node="$NPROC" --master_port="$PORT" \
-  "$ROOT/tools/train.py" "$CONFIG" --launcher pytorch "$@"
+source "$ROOT/tools/torchrun_args.sh"
+PYTHONPATH="$ROOT:${PYTHONPATH:-}" exec "$PY" -m torch.distributed.run "${TORCHRUN_ARGS[@]}" \
+  --nproc_per_node="$NPROC" "$ROOT/tools/train.py" "$CONFIG" --launcher pytorch "$@"

@@ -1,17 +1,24 @@
 #!/usr/bin/env bash
-# Usage: GPUS=16 tools/slurm_train.sh PARTITION JOB_NAME CONFIG [train.py flags]
+# Train on a slurm cluster: srun starts GPUS processes, GPUS_PER_NODE per node.
+#
+#   GPUS=16 tools/slurm_train.sh PARTITION JOB_NAME CONFIG [tools/train.py flags]
+#
+# GPUS           total processes (default 8)
+# GPUS_PER_NODE  processes per node (default 8)
+# CPUS_PER_TASK  CPU cores per process (default 5)
+# SRUN_ARGS      extra srun arguments, e.g. "--quotatype=reserved"
+# PYTHON         the interpreter (default: the repository's .venv, else python)
+# mmengine reads the rank, world size and master address from slurm's variables; PORT sets the
+# rendezvous port (default 29500). --kill-on-bad-exit ends the job when one process fails.
 set -euo pipefail
+if [[ $# -lt 3 ]]; then
+  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
+  exit 2
+fi
 PARTITION=$1
 JOB_NAME=$2
 CONFIG=$3
 shift 3
-GPUS=${GPUS:-8}
-GPUS_PER_NODE=${GPUS_PER_NODE:-8}
-CPUS_PER_TASK=${CPUS_PER_TASK:-5}
-SRUN_ARGS=${SRUN_ARGS:-""}
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PY="${PYTHON:-$([[ -x "$ROOT/.venv/bin/python" ]] && echo "$ROOT/.venv/bin/python" || echo python)}"
-PYTHONPATH="$ROOT:${PYTHONPATH:-}" srun -p "$PARTITION" --job-name="$JOB_NAME" \
-  --gres=gpu:"$GPUS_PER_NODE" --ntasks="$GPUS" --ntasks-per-node="$GPUS_PER_NODE" \
-  --cpus-per-task="$CPUS_PER_TASK" --kill-on-bad-exit=1 $SRUN_ARGS \
+source "$(dirname "${BASH_SOURCE[0]}")/slurm_args.sh"
+PYTHONPATH="$ROOT:${PYTHONPATH:-}" MASTER_PORT="${PORT:-29500}" srun "${SRUN[@]}" \
   "$PY" -u "$ROOT/tools/train.py" "$CONFIG" --launcher slurm "$@"

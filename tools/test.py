@@ -39,6 +39,9 @@ def parse_args(argv=None):
                    help='paint predictions with the host\'s visualization hook: mmpretrain '
                    'writes DIR/<image>_<step>.png, mmdet <work-dir>/<timestamp>/DIR/<image>, '
                    'mmseg DIR/vis_data/vis_image/')
+    p.add_argument('--show-interval', type=int, default=1, metavar='N',
+                   help='with --show-dir: paint every N-th image (mmpretrain, mmseg; mmdet '
+                   'paints every image)')
     p.add_argument('--vis-backend', action='append', default=[],
                    choices=['local', 'tensorboard', 'wandb', 'mlflow'],
                    help='also log to this backend (repeatable; its package must be installed)')
@@ -62,10 +65,11 @@ def main(argv=None):
         raise SystemExit(f'test.py: --out {args.out}: expected FILE.pkl (predictions) or '
                          'FILE.json / FILE.yaml (metrics)')
     sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from any folder
-    from peco_mm.engine.launch import run
+    from peco_mm.engine.launch import run, shutdown_distributed
     run(args.config, args.work_dir, args.cfg_options, 'test', checkpoint=args.checkpoint,
         launcher=args.launcher, out=args.out, show_dir=args.show_dir,
-        vis_backends=tuple(args.vis_backend))
+        show_interval=args.show_interval, vis_backends=tuple(args.vis_backend))
+    shutdown_distributed()
 
 
 if __name__ == '__main__':

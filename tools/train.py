@@ -67,10 +67,11 @@ def main(argv=None):
     if not osp.isfile(args.config):
         raise SystemExit(f'train.py: config file {args.config!r} not found')
     sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from any folder
-    from peco_mm.engine.launch import run
+    from peco_mm.engine.launch import run, shutdown_distributed
     run(args.config, args.work_dir, args.cfg_options, 'train', resume=args.resume, amp=args.amp,
         launcher=args.launcher, no_validate=args.no_validate, auto_scale_lr=args.auto_scale_lr,
         vis_backends=tuple(args.vis_backend))
+    shutdown_distributed()
 
 
 if __name__ == '__main__':

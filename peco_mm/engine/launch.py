@@ -60,7 +60,7 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
         mode: str = 'train', *, checkpoint: str | None = None, resume: str | None = None,
         amp: bool = False, launcher: str = 'none', no_validate: bool = False,
         auto_scale_lr: bool = False, out: str | None = None, show_dir: str | None = None,
-        vis_backends: tuple[str, ...] = ()) -> RunResult:
+        show_interval: int = 1, vis_backends: tuple[str, ...] = ()) -> RunResult:
     """Train or test `config` the way `tools/train.py` and `tools/test.py` do.
 
     Args:
@@ -76,6 +76,7 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
         auto_scale_lr: (train) scale lr by the total batch / `auto_scale_lr.base_batch_size`.
         out: (test) `.pkl`/`.pickle` dumps the predictions, `.json`/`.yaml` the metrics.
         show_dir: (test) where the host's visualization hook writes painted predictions.
+        show_interval: (test) paint every n-th image (mmpretrain and mmseg; mmdet paints all).
         vis_backends: extra visualizer backends by name (see VIS_BACKENDS).
     """
     if mode not in MODES:
@@ -96,13 +97,13 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
         check_dataset_paths(cfg, phases=('train', 'val') if cfg.get('val_cfg') else ('train',))
     else:
         cfg.load_from = checkpoint
-        apply_test_flags(cfg, out=out, show_dir=show_dir)
+        apply_test_flags(cfg, out=out, show_dir=show_dir, show_interval=show_interval)
         check_dataset_paths(cfg, phases=('test',))
     add_vis_backends(cfg, vis_backends)
-    note = fall_back_to_fp32_on_cpu(cfg)
+    notes = [fall_back_to_fp32_on_cpu(cfg), sharded_clip_note(cfg)]
     setup_cpu_distributed(cfg)
     runner = build_runner(cfg)
-    if note:
+    for note in filter(None, notes):
         runner.logger.warning(note)
     if mode == 'train':
         runner.train()
@@ -170,6 +171,20 @@ def fall_back_to_fp32_on_cpu(cfg: Config) -> str | None:
             'which runs several times slower on CPU; the same config uses it on a GPU.')
 
 
+def sharded_clip_note(cfg: Config) -> str | None:
+    """A warning when an FSDP strategy meets gradient clipping by norm: mmengine 0.10.7's
+    OptimWrapper clips with torch.nn.utils.clip_grad_norm_, which sees only this rank's shard
+    of the gradients (FSDP's own `clip_grad_norm_` would reduce the norm over ranks)."""
+    strategy = cfg.get('strategy') or {}
+    clip = (cfg.get('optim_wrapper') or {}).get('clip_grad') or {}
+    if (cfg.get('runner_type') and 'FSDP' in str(strategy.get('type'))
+            and clip and clip.get('type', 'norm') == 'norm'):
+        return ('optim_wrapper.clip_grad with FSDPStrategy: each rank clips its own gradient '
+                'shard by that shard\'s norm (mmengine 0.10.7), not by the global norm; set '
+                'optim_wrapper.clip_grad=None or check the logged grad_norm.')
+    return None
+
+
 def apply_train_flags(cfg: Config, no_validate: bool = False,
                       auto_scale_lr: bool = False) -> Config:
     """`--no-validate` drops the validation loop; `--auto-scale-lr` turns on mmengine's linear
@@ -186,8 +201,8 @@ def apply_train_flags(cfg: Config, no_validate: bool = False,
     return cfg
 
 
-def apply_test_flags(cfg: Config, out: str | None = None,
-                     show_dir: str | None = None) -> Config:
+def apply_test_flags(cfg: Config, out: str | None = None, show_dir: str | None = None,
+                     show_interval: int = 1) -> Config:
     """`--out FILE.pkl` adds mmengine's DumpResults (mmdet's DumpDetResults for mmdet
     configs) to the test evaluator; `--out FILE.json|yaml` is dumped by `run` after testing.
     `--show-dir DIR` switches the host's visualization hook on, as its own test.py does."""
@@ -207,12 +222,12 @@ def apply_test_flags(cfg: Config, out: str | None = None,
             raise KeyError("--show-dir needs default_hooks.visualization in the config (the "
                            "host's VisualizationHook); this config has none")
         scope = cfg.get('default_scope')
-        if scope == 'mmpretrain':  # writes <show_dir>/<image>_<step>.png
-            hook.update(enable=True, out_dir=show_dir)
-        elif scope == 'mmdet':  # writes <work_dir>/<timestamp>/<show_dir>/<image>
+        if scope == 'mmpretrain':  # writes <show_dir>/<image name>_<step>.png
+            hook.update(enable=True, out_dir=show_dir, interval=show_interval)
+        elif scope == 'mmdet':  # writes <work_dir>/<timestamp>/<show_dir>/<image name>
             hook.update(draw=True, test_out_dir=show_dir)
-        else:  # mmseg: the visualizer's backends write under <show_dir>/vis_data
-            hook.update(draw=True)
+        else:  # mmseg: the visualizer's backend writes <show_dir>/vis_data/vis_image/
+            hook.update(draw=True, interval=show_interval)
             cfg.setdefault('visualizer', ConfigDict(type='Visualizer'))
             cfg.visualizer.save_dir = show_dir
     return cfg
@@ -233,6 +248,9 @@ def add_vis_backends(cfg: Config, names=()) -> Config:
         cfg.visualizer.vis_backends = backends
     needs = {t: pkg for t, pkg in VIS_BACKENDS.values() if pkg}
     for backend in (cfg.get('visualizer') or {}).get('vis_backends') or []:
+        if not isinstance(backend, dict):
+            raise TypeError(f'visualizer.vis_backends: expected dicts such as '
+                            f"dict(type='TensorboardVisBackend'), got {backend!r}")
         pkg = needs.get(str(backend.get('type')).split('.')[-1])
         if pkg and importlib.util.find_spec(pkg) is None:
             raise ModuleNotFoundError(
@@ -245,6 +263,9 @@ def setup_cpu_distributed(cfg: Config) -> None:
     """Start a gloo group for torchrun on CPU and make DDP/FSDP CPU-friendly (no-op on CUDA)."""
     if cfg.launcher == 'none' or torch.cuda.is_available():
         return
+    if cfg.launcher != 'pytorch':
+        raise ValueError(f'--launcher {cfg.launcher} needs CUDA here; start CPU processes '
+                         'with torchrun (tools/dist_train.sh, --launcher pytorch)')
     cfg.setdefault('env_cfg', ConfigDict())
     cfg.env_cfg.setdefault('dist_cfg', ConfigDict())
     cfg.env_cfg.dist_cfg.backend = 'gloo'
@@ -259,7 +280,7 @@ def setup_cpu_distributed(cfg: Config) -> None:
         strategy = cfg.get('strategy') or ConfigDict(type='DDPStrategy')
         wrapper = strategy.get('model_wrapper') or ConfigDict()
         if 'FSDP' in str(strategy.get('type')):
-            wrapper.device_id = None  # FSDP keeps the model on the CPU
+            wrapper.device_id = 'cpu'  # else torch's FSDP asks for an accelerator
         else:
             wrapper.setdefault('type', 'MMDistributedDataParallel')
             wrapper.setdefault('broadcast_buffers', False)
@@ -290,6 +311,11 @@ def build_runner(cfg: Config):
         # an earlier run in this process (the demo, tests) holds that name
         vis.name = f"{vis.name}_{len(Visualizer._instance_dict)}"
     if cfg.get('runner_type'):
+        strategy = str((cfg.get('strategy') or {}).get('type', ''))
+        if cfg.launcher == 'none' and ('FSDP' in strategy or 'DeepSpeed' in strategy):
+            raise ValueError(f'strategy {strategy} needs a distributed launch: '
+                             'tools/dist_train.sh CONFIG NUM_PROCS (or --launcher pytorch '
+                             'under torchrun)')
         return RUNNERS.build(cfg)
     return Runner.from_cfg(cfg)
 
@@ -371,6 +397,14 @@ def check_dataset_paths(cfg: Config, phases: tuple[str, ...] = ('train', 'val', 
                 raise FileNotFoundError(
                     f'{loader}: dataset {dtype} ann_file {path!r} does not exist. Expected '
                     f'layout: {layout}.')
+
+
+def shutdown_distributed() -> None:
+    """Wait for every rank, then close the process group (the last call of a torchrun
+    worker, so no rank exits while another still talks to it)."""
+    if dist.is_initialized():
+        dist.barrier()
+        dist.destroy_process_group()
 
 
 def is_rank_zero() -> bool:

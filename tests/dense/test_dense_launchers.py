@@ -1,7 +1,9 @@
 """UperNet (ADE20K format) and Mask R-CNN (COCO format) through tools/train.py, tools/test.py and
-tools/dist_train.sh on data the tests write; mmseg's IoUMetric and mmdet's CocoMetric score them.
+tools/dist_train.sh on data the tests write; mmseg's IoUMetric and mmdet's CocoMetric score them,
+and test.py's --out and --show-dir write what the hosts' own test.py would.
 """
 import json
+import pickle
 import re
 
 from tests.conftest import run_tool
@@ -28,10 +30,15 @@ def test_upernet_trains_and_scores_miou(tmp_path, ade_root):
     # 3 flat-coloured classes on gray "other" (ignored): far above chance (1/150) in 16 steps
     assert 50.0 < val['mIoU'] <= 100.0 and val['aAcc'] > 80.0, val
     # the test launcher reloads the checkpoint and gets the same single-scale numbers
-    out = run_tool(['tools/test.py', cfg, wd / 'iter_16.pth', '--work-dir', tmp_path / 'test'])
+    out = run_tool(['tools/test.py', cfg, wd / 'iter_16.pth', '--work-dir', tmp_path / 'test',
+                    '--out', tmp_path / 'preds.pkl', '--show-dir', tmp_path / 'vis'])
     log = out.stdout + out.stderr
     assert abs(logged(log, 'mIoU') - val['mIoU']) < 1e-6
     assert abs(logged(log, 'aAcc') - val['aAcc']) < 1e-6
+    # --out: one prediction per validation image; --show-dir: one painted image each
+    preds = pickle.loads((tmp_path / 'preds.pkl').read_bytes())
+    assert len(preds) == 2 and preds[0]['pred_sem_seg']['data'].shape[-2:] == (64, 96)
+    assert len(list((tmp_path / 'vis' / 'vis_data' / 'vis_image').glob('*.png'))) == 2
 
 
 def test_mask_rcnn_trains_and_scores_coco_ap(tmp_path, coco_root):
@@ -45,10 +52,17 @@ def test_mask_rcnn_trains_and_scores_coco_ap(tmp_path, coco_root):
     val = val_scalars(wd)[-1]
     for k in ('coco/bbox_mAP', 'coco/bbox_mAP_50', 'coco/segm_mAP', 'coco/segm_mAP_50'):
         assert 0.0 <= val[k] <= 1.0, (k, val)
-    out = run_tool(['tools/test.py', cfg, wd / 'epoch_2.pth', '--work-dir', tmp_path / 'test'])
+    out = run_tool(['tools/test.py', cfg, wd / 'epoch_2.pth', '--work-dir', tmp_path / 'test',
+                    '--out', tmp_path / 'preds.pkl', '--show-dir', 'vis'])
     log = out.stdout + out.stderr
     for k in ('coco/bbox_mAP', 'coco/segm_mAP', 'coco/bbox_mAP_50'):
         assert logged(log, k) == val[k], k
+    # --out: mmdet's DumpDetResults (masks as RLE); --show-dir: under the run's folder
+    preds = pickle.loads((tmp_path / 'preds.pkl').read_bytes())
+    assert len(preds) == 2 and {'bboxes', 'scores', 'labels'} <= set(preds[0]['pred_instances'])
+    masks = preds[0]['pred_instances'].get('masks', [])
+    assert all(isinstance(m, dict) and 'counts' in m for m in masks)
+    assert len(list((tmp_path / 'test').glob('*/vis/*.jpg'))) == 2
 
 
 def test_upernet_two_cpu_processes(tmp_path, ade_root):

@@ -1,0 +1,249 @@
+"""The launchers explain themselves and each flag does what its help says: `launch.run` and
+tools/train.py, tools/test.py on a tiny classifier and an image folder the test writes."""
+import os
+import pickle
+import resource
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from tests.conftest import ROOT, run_tool
+from tests.tools.conftest import TINY_CLS, load_tool, run_log, scalars, write
+
+PY_TOOLS = ['train', 'test']
+SH_TOOLS = ['dist_train.sh', 'dist_test.sh', 'slurm_train.sh', 'slurm_test.sh']
+no_cuda = pytest.mark.skipif(torch.cuda.is_available(), reason='the CPU fallback')
+
+
+@pytest.fixture
+def cls_cfg(tmp_path, image_folder):
+    return write(tmp_path / 'tiny_cls.py', TINY_CLS, data=image_folder, iters=2)
+
+
+def train(cfg, work_dir, **flags):
+    from peco_mm.engine.launch import run
+    return run(str(cfg), str(work_dir), None, 'train', **flags).runner
+
+
+# ---- explaining themselves ---------------------------------------------------------------
+@pytest.mark.parametrize('tool', PY_TOOLS)
+def test_help_is_fast_complete_and_imports_no_torch(tool):
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, '-X', 'importtime', f'tools/{tool}.py', '--help'],
+                         cwd=ROOT, capture_output=True, text=True, check=True)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+    imported = {line.split('|')[-1].strip() for line in out.stderr.splitlines()}
+    assert not {'torch', 'peco_mm', 'mmpretrain', 'mmdet', 'mmseg'} & imported
+    assert cpu < 1.5, (cpu, wall)  # CPU seconds: a loaded machine does not make it flaky
+    text = out.stdout
+    doc = load_tool(tool).__doc__.strip()
+    assert doc.splitlines()[-1].strip() in text  # the whole description, not its first line
+    assert 'examples:' in text and f'tools/{tool}.py' in text.split('examples:')[1]
+
+
+def test_train_and_test_help_list_the_host_flags():
+    train_help = run_tool(['tools/train.py', '--help']).stdout
+    for flag in ('--auto-scale-lr', '--no-validate', '--resume', '--amp', '--vis-backend',
+                 '--cfg-options', '--launcher', '--work-dir'):
+        assert flag in train_help, flag
+    test_help = run_tool(['tools/test.py', '--help']).stdout
+    for flag in ('--out', '--show-dir', '--vis-backend', '--cfg-options', '--work-dir'):
+        assert flag in test_help, flag
+
+
+@pytest.mark.parametrize('tool', SH_TOOLS)
+def test_shell_tools_print_their_usage(tool):
+    out = run_tool(['bash', f'tools/{tool}'], check=False)
+    assert out.returncode == 2
+    assert out.stdout.lstrip().startswith(('Train', 'Evaluate'))
+    assert f'tools/{tool}' in out.stdout and 'PORT' in out.stdout
+
+
+@pytest.mark.parametrize('env, expected', [
+    (dict(NNODES='2', NODE_RANK='1', MASTER_ADDR='10.0.0.1'),
+     '--nnodes=2 --node_rank=1 --master_addr=10.0.0.1 --master_port=29500'),  # nodes agree
+    (dict(NNODES='2', NODE_RANK='0', PORT='1234'),
+     '--nnodes=2 --node_rank=0 --master_addr=127.0.0.1 --master_port=1234'),
+    (dict(), '--standalone --nnodes=1'),  # one node: a free port, so local jobs never clash
+    (dict(PORT='1234'), '--nnodes=1 --node_rank=0 --master_addr=127.0.0.1 --master_port=1234'),
+])
+def test_dist_scripts_node_arguments(env, expected):
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ('NNODES', 'NODE_RANK', 'MASTER_ADDR', 'PORT')}
+    show = 'source tools/torchrun_args.sh; echo "${TORCHRUN_ARGS[@]}"'
+    out = subprocess.run(['bash', '-c', show], cwd=ROOT, env={**clean, **env},
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == expected
+    for script in ('dist_train.sh', 'dist_test.sh'):
+        assert 'source "$ROOT/tools/torchrun_args.sh"' in (ROOT / 'tools' / script).read_text()
+
+
+@pytest.mark.parametrize('tool', [f'{t}.py' for t in PY_TOOLS] + SH_TOOLS)
+def test_tools_run_as_bare_commands_from_any_folder(tool, tmp_path):
+    path = ROOT / 'tools' / tool
+    first = path.read_text().splitlines()[0]
+    assert first == ('#!/usr/bin/env python3' if tool.endswith('.py') else '#!/usr/bin/env bash')
+    assert os.access(path, os.X_OK)
+    if shutil.which('git') and (ROOT / '.git').exists():
+        mode = subprocess.run(['git', 'ls-files', '-s', f'tools/{tool}'], cwd=ROOT,
+                              capture_output=True, text=True).stdout.split()
+        assert not mode or mode[0] == '100755', mode  # (untracked until committed)
+    if tool.endswith('.py'):  # an activated venv: python3 is the venv's
+        env = dict(os.environ, PATH=f'{os.path.dirname(sys.executable)}:{os.environ["PATH"]}')
+        out = subprocess.run([str(path), '--help'], cwd=tmp_path, env=env, capture_output=True,
+                             text=True)
+        assert out.returncode == 0 and 'examples:' in out.stdout, out.stderr
+
+
+# ---- train flags -----------------------------------------------------------------------------
+def test_no_validate_runs_no_val_loop(cls_cfg, tmp_path, isolated_mmengine):
+    with_val = train(cls_cfg, tmp_path / 'val')
+    assert any('accuracy/top1' in r for r in scalars(tmp_path / 'val'))
+    assert with_val.val_loop is not None
+    without = train(cls_cfg, tmp_path / 'noval', no_validate=True)
+    recs = scalars(tmp_path / 'noval')
+    assert [r['iter'] for r in recs if 'loss' in r] == [1, 2]  # it trained
+    assert not any('accuracy/top1' in r for r in recs)
+    assert without._val_loop is None and without.cfg.val_dataloader is None
+    assert 'Epoch(val)' not in run_log(tmp_path / 'noval')
+
+
+def test_auto_scale_lr_scales_by_total_batch(cls_cfg, tmp_path, isolated_mmengine):
+    # one process x 6 images against a base batch of 24: lr x 0.25 in every param group
+    opts = {'auto_scale_lr.base_batch_size': 24}
+    from peco_mm.engine.launch import run
+    plain = run(str(cls_cfg), str(tmp_path / 'a'), opts, 'train').runner
+    scaled = run(str(cls_cfg), str(tmp_path / 'b'), opts, 'train', auto_scale_lr=True).runner
+    lr0 = [g['lr'] for g in plain.optim_wrapper.optimizer.param_groups]
+    lr1 = [g['lr'] for g in scaled.optim_wrapper.optimizer.param_groups]
+    assert len(lr0) > 1 and lr0[0] > 0
+    torch.testing.assert_close(torch.tensor(lr1), 0.25 * torch.tensor(lr0))
+    assert 'Scaling the original LR by 0.25' in run_log(tmp_path / 'b')
+    logged = [scalars(tmp_path / d)[0]['lr'] for d in 'ab']
+    assert logged[1] == pytest.approx(0.25 * logged[0])
+
+
+def test_auto_scale_lr_without_base_batch_names_the_key(cls_cfg, tmp_path):
+    from peco_mm.engine.launch import run
+    with pytest.raises(KeyError, match='auto_scale_lr.base_batch_size'):
+        run(str(cls_cfg), str(tmp_path), {'auto_scale_lr.base_batch_size': None}, 'train',
+            auto_scale_lr=True)
+
+
+@no_cuda
+def test_amp_config_trains_in_fp32_on_cpu_with_one_log_line(cls_cfg, tmp_path,
+                                                            isolated_mmengine):
+    from mmengine.optim import AmpOptimWrapper
+    opts = {'optim_wrapper.type': 'AmpOptimWrapper', 'optim_wrapper.dtype': 'bfloat16'}
+    from peco_mm.engine.launch import run
+    runner = run(str(cls_cfg), str(tmp_path / 'cfg'), opts, 'train').runner
+    assert type(runner.optim_wrapper).__name__ == 'OptimWrapper'
+    assert not isinstance(runner.optim_wrapper, AmpOptimWrapper)
+    assert run_log(tmp_path / 'cfg').count('No CUDA: training in fp32') == 1
+    # --amp through the tool: the same fallback, the same single line
+    load_tool('train').main([str(cls_cfg), '--work-dir', str(tmp_path / 'flag'), '--amp'])
+    log = run_log(tmp_path / 'flag')
+    assert log.count('No CUDA: training in fp32') == 1 and 'bfloat16' in log
+
+
+def test_vis_backend_flag_adds_backend_and_names_missing_package(cls_cfg, tmp_path,
+                                                                 isolated_mmengine):
+    import importlib.util
+
+    from mmengine.config import Config
+
+    from peco_mm.engine.launch import add_vis_backends
+    cfg = add_vis_backends(Config.fromfile(str(cls_cfg)), ('local',))
+    assert [b['type'] for b in cfg.visualizer.vis_backends] == ['LocalVisBackend']
+    if importlib.util.find_spec('tensorboard') is not None:
+        pytest.skip('tensorboard is installed here')
+    train_tool = load_tool('train')
+    with pytest.raises(ModuleNotFoundError, match="needs the 'tensorboard' package"):
+        train_tool.main([str(cls_cfg), '--work-dir', str(tmp_path / 'tb'),
+                         '--vis-backend', 'tensorboard'])
+    # the same check for a backend set in the config (the documented config key)
+    tb_cfg = cls_cfg.with_name('tb.py')
+    tb_cfg.write_text(f"_base_ = '{cls_cfg}'\nvisualizer = dict(vis_backends=["
+                      "dict(type='LocalVisBackend'), dict(type='TensorboardVisBackend')])\n")
+    with pytest.raises(ModuleNotFoundError, match="needs the 'tensorboard' package"):
+        train_tool.main([str(tb_cfg), '--work-dir', str(tmp_path / 'tb')])
+    assert not (tmp_path / 'tb').exists()  # refused before the runner started
+
+
+# ---- test flags ------------------------------------------------------------------------------
+@pytest.fixture
+def trained(cls_cfg, tmp_path):
+    run_tool(['tools/train.py', cls_cfg, '--work-dir', tmp_path / 'wd'])
+    return cls_cfg, tmp_path / 'wd' / 'iter_2.pth'
+
+
+def test_test_out_json_show_dir_and_pkl(trained, tmp_path, isolated_mmengine):
+    cfg, ckpt = trained
+    metrics, vis = tmp_path / 'm.json', tmp_path / 'vis'
+    out = run_tool(['tools/test.py', cfg, ckpt, '--work-dir', tmp_path / 't', '--out', metrics,
+                    '--show-dir', vis])
+    import json
+    acc = json.loads(metrics.read_text())['accuracy/top1']
+    assert f'accuracy/top1: {acc:.4f}' in out.stdout + out.stderr
+    # mmpretrain's VisualizationHook paints every held-out image as <file name>_<step>.png
+    # (the 3 class folders hold 0.png .. 3.png each, so 4 names)
+    assert sorted(p.name for p in vis.glob('*.png')) == [f'{i}.png_0.png' for i in range(4)]
+    # --out FILE.pkl: every prediction, through run() as the demo calls it
+    from peco_mm.engine.launch import run
+    res = run(str(cfg), str(tmp_path / 't2'), None, 'test', checkpoint=str(ckpt),
+              out=str(tmp_path / 'preds.pkl'))
+    assert res.metrics['accuracy/top1'] == pytest.approx(acc)
+    with open(tmp_path / 'preds.pkl', 'rb') as f:
+        preds = pickle.load(f)
+    assert len(preds) == 12
+    labels = torch.stack([p['gt_label'] for p in preds]).flatten()
+    hits = torch.stack([p['pred_label'] for p in preds]).flatten() == labels
+    assert hits.float().mean().item() * 100 == pytest.approx(acc)
+
+
+def test_test_out_with_another_suffix_is_refused(cls_cfg, tmp_path):
+    cfg, ckpt = cls_cfg, tmp_path / 'any.pth'
+    ckpt.write_bytes(b'')  # refused before it is read
+    out = run_tool(['tools/test.py', cfg, ckpt, '--out', tmp_path / 'x.txt'], check=False)
+    assert out.returncode != 0 and 'expected FILE.pkl (predictions) or' in out.stderr
+
+
+def test_run_takes_a_config_object_and_leaves_it_alone(cls_cfg, tmp_path, isolated_mmengine):
+    from mmengine.config import Config
+
+    from peco_mm.engine.launch import run
+    cfg = Config.fromfile(str(cls_cfg))
+    text = cfg.pretty_text
+    runner = run(cfg, str(tmp_path / 'wd'), {'train_cfg.max_iters': 1}, 'train').runner
+    assert runner.iter == 1 and cfg.pretty_text == text
+    with pytest.raises(ValueError, match="mode='fit'"):
+        run(cfg, str(tmp_path), mode='fit')
+    with pytest.raises(ValueError, match='needs checkpoint=PATH'):
+        run(cfg, str(tmp_path), mode='test')
+
+
+def test_sharded_clip_note_only_for_fsdp_with_norm_clipping():
+    from mmengine.config import Config
+
+    from peco_mm.engine.launch import sharded_clip_note
+    fsdp = dict(runner_type='FlexibleRunner', strategy=dict(type='FSDPStrategy'))
+    clip = dict(optim_wrapper=dict(clip_grad=dict(max_norm=3.0)))
+    assert 'each rank clips its own gradient shard' in sharded_clip_note(Config({**fsdp, **clip}))
+    assert sharded_clip_note(Config(fsdp)) is None
+    assert sharded_clip_note(Config(clip)) is None
+    value = dict(optim_wrapper=dict(clip_grad=dict(type='value', clip_value=1.0)))
+    assert sharded_clip_note(Config({**fsdp, **value})) is None  # per element: shards agree
+
+
+def test_fsdp_config_without_a_distributed_launch_says_how_to_start_it(cls_cfg, tmp_path):
+    from peco_mm.engine.launch import run
+    opts = {'runner_type': 'FlexibleRunner', 'strategy': {'type': 'FSDPStrategy'}}
+    with pytest.raises(ValueError, match='needs a distributed launch: tools/dist_train.sh'):
+        run(str(cls_cfg), str(tmp_path), opts, 'train')
