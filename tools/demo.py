@@ -169,6 +169,7 @@ def stage_tokenizers(wd: Path, data: dict, moco: dict, quick: bool) -> dict:
         opts = {'train_dataloader.dataset.data_root': root,
                 'test_dataloader.dataset.data_root': root,
                 'model.perceptual_cfg.checkpoint': moco['ckpt'],
+                'test_evaluator.perceptual.checkpoint': moco['ckpt'],
                 'train_cfg.max_iters': n, 'default_hooks.checkpoint.interval': n,
                 'param_scheduler.0.end': max(1, n // 10),
                 'custom_hooks.1.interval': n}
@@ -193,7 +194,7 @@ def stage_pretrain(wd: Path, data: dict, toks: dict, quick: bool) -> dict:
     n = iters('pretrain', quick)
     work = wd / 'pretrain'
     opts = {'train_dataloader.dataset.data_root': str(data['imagenet']),
-            'model.target_generator.init_cfg.checkpoint': toks['perceptual']['ckpt'],
+            'model.target_generator.checkpoint': toks['perceptual']['ckpt'],
             'train_cfg.max_iters': n, 'default_hooks.checkpoint.interval': n,
             'param_scheduler.0.end': max(1, n // 10), 'param_scheduler.1.begin': max(1, n // 10),
             'param_scheduler.1.end': n}
