@@ -480,18 +480,19 @@ class FrozenPeCoTokenizer(TokenizerEncoding, nn.Module):
     codebook (decoder only with with_decoder=True), frozen, always in eval mode, without a
     data preprocessor (the MIM data preprocessor prepares its [-1, 1] view).
 
-    The architecture is read from the checkpoint (the config tools/train.py stores in it),
-    so a pretraining config only names the file:
+    The architecture is read from the checkpoint (the config tools/train.py stores in it, or
+    the shapes of a CNN encoder and codebook, see `checkpoint_arch`), so a pretraining config
+    only names the file:
 
         target_generator=dict(type='FrozenPeCoTokenizer', checkpoint='tokenizer.pth')
 
     Args:
-        checkpoint: a tokenizer checkpoint written by tools/train.py (or any file with the
-            tokenizer's state dict and, in `meta.cfg`, the config that built it).
+        checkpoint: a tokenizer checkpoint written by tools/train.py, or a PeCo pretraining
+            checkpoint (its `target_generator.*` weights).
         with_decoder: also load the decoder (for visualising codes).
         channels_last, encode_bf16: as `PeCoTokenizer`'s `encode`.
         **arch: architecture arguments (`ARCH_KEYS`) that replace the checkpoint's, e.g. for a
-            file that stores no config.
+            ViT-encoder file that stores no config.
     """
 
     def __init__(self, checkpoint: str | None = None, with_decoder: bool = False,
@@ -573,28 +574,76 @@ def _read(path: str) -> dict:
 
 
 def checkpoint_arch(ckpt: dict, path: str, overrides: dict | None = None) -> dict:
-    """The tokenizer architecture (`ARCH_KEYS`) stored in a checkpoint: mmengine's Runner
-    writes the whole config as text in `meta.cfg`; its `model` is the PeCoTokenizer config.
-    Arguments the config leaves out take `PeCoTokenizer`'s defaults; `overrides` win."""
+    """The tokenizer architecture (`ARCH_KEYS`) of a checkpoint, from the first source that
+    has it: the config mmengine's Runner stores as text in `meta.cfg` (a tokenizer run's
+    `model`, or the `target_generator` of a pretraining run that spelled it out); else the
+    shapes of a CNN encoder and codebook in the state dict (e.g. a pretraining checkpoint
+    whose target generator was a `FrozenPeCoTokenizer`). Arguments not found take
+    `PeCoTokenizer`'s defaults; `overrides` win."""
     overrides = dict(overrides or {})
-    cfg_text = (ckpt.get('meta') or {}).get('cfg')
-    model: dict = {}
-    if cfg_text:
-        from mmengine.config import Config
-        model = Config.fromstring(cfg_text, '.py').get('model') or {}
-        model = model.to_dict() if hasattr(model, 'to_dict') else dict(model)
-        if model.get('type') not in (None, 'PeCoTokenizer'):
-            raise ValueError(f'{path}: the config stored in this checkpoint builds a '
-                             f'{model.get("type")!r}, not a PeCoTokenizer: give a tokenizer '
-                             f'checkpoint ({TARGET_GENERATOR_KEY})')
-    elif not overrides:
+    model = _tokenizer_cfg(ckpt, path)
+    if model is None:
+        model = infer_cnn_arch(tokenizer_state_dict(ckpt))
+    if model is None and not overrides:
         raise ValueError(
-            f'{path}: the checkpoint stores no config (meta.cfg), so the tokenizer '
-            'architecture is unknown. Use a checkpoint written by tools/train.py, or pass the '
-            f'architecture ({", ".join(ARCH_KEYS)}) next to the checkpoint')
+            f'{path}: the checkpoint stores no tokenizer config (meta.cfg) and holds no CNN '
+            'tokenizer encoder + codebook, so the architecture is unknown. Use a checkpoint '
+            'written by tools/train.py, or pass the architecture '
+            f'({", ".join(ARCH_KEYS)}) next to the checkpoint')
     defaults = {k: p.default for k, p in inspect.signature(PeCoTokenizer).parameters.items()
                 if k in ARCH_KEYS}
-    return {**defaults, **{k: v for k, v in model.items() if k in ARCH_KEYS}, **overrides}
+    return {**defaults, **{k: v for k, v in (model or {}).items() if k in ARCH_KEYS},
+            **overrides}
+
+
+def _tokenizer_cfg(ckpt: dict, path: str) -> dict | None:
+    """The PeCoTokenizer config in the checkpoint's stored config, if any."""
+    cfg_text = (ckpt.get('meta') or {}).get('cfg')
+    if not cfg_text:
+        return None
+    from mmengine.config import Config
+    model = Config.fromstring(cfg_text, '.py').get('model') or {}
+    model = model.to_dict() if hasattr(model, 'to_dict') else dict(model)
+    if model.get('type') in (None, 'PeCoTokenizer'):
+        return model
+    target = model.get('target_generator')
+    if isinstance(target, dict) and target.get('type') == 'PeCoTokenizer':
+        return target
+    if isinstance(target, dict) and target.get('type') == 'FrozenPeCoTokenizer':
+        return {k: v for k, v in target.items() if k in ARCH_KEYS}  # the rest from shapes
+    raise ValueError(f'{path}: the config stored in this checkpoint builds a '
+                     f'{model.get("type")!r} without a PeCo tokenizer: give a tokenizer '
+                     f'checkpoint ({TARGET_GENERATOR_KEY})')
+
+
+def infer_cnn_arch(sd: dict) -> dict | None:
+    """CNN encoder + codebook arguments read off the weights' shapes (None when the state
+    dict holds no CNN tokenizer encoder): base_channels from the first conv, channel_mult
+    from the first residual block of each stage, num_res_blocks from stage 0, K and D from
+    the codebook."""
+    if 'encoder.conv_in.weight' not in sd or 'quantizer.embedding' not in sd:
+        return None
+    base = sd['encoder.conv_in.weight'].shape[0]
+    blocks: dict[int, list[int]] = {}  # stage -> indices of its residual blocks
+    for k in sd:
+        parts = k.split('.')
+        if k.startswith('encoder.stages.') and parts[4:] == ['conv1', 'weight']:
+            blocks.setdefault(int(parts[2]), []).append(int(parts[3]))
+    mult = tuple(sd[f'encoder.stages.{i}.0.conv1.weight'].shape[0] // base
+                 for i in sorted(blocks))
+    K, D = sd['quantizer.embedding'].shape
+    return dict(encoder_type='cnn', base_channels=base, channel_mult=mult,
+                num_res_blocks=len(blocks[0]), num_embeddings=K, embed_dims=D)
+
+
+def tokenizer_state_dict(ckpt: dict) -> dict:
+    """The state dict of a checkpoint with a DDP / pretraining prefix stripped, so that the
+    tokenizer's keys read `encoder.*`, `quantizer.*`, `decoder.*`."""
+    sd = ckpt.get('state_dict', ckpt)
+    for prefix in ('module.', 'target_generator.', 'tokenizer.'):
+        if any(k.startswith(prefix + 'encoder.') for k in sd):
+            sd = {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
+    return sd
 
 
 def _codec_args(arch: dict) -> dict:
@@ -615,10 +664,7 @@ def load_tokenizer_state(model: PeCoTokenizer, path: str, ckpt: dict | None = No
     """Load encoder + quantizer (+ decoder when the model has one) from a tokenizer
     checkpoint; every expected key must be there, with the right shape."""
     ckpt = ckpt if ckpt is not None else _read(path)
-    sd = ckpt.get('state_dict', ckpt)
-    for prefix in ('module.', 'target_generator.', 'tokenizer.'):
-        if any(k.startswith(prefix + 'encoder.') for k in sd):
-            sd = {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
+    sd = tokenizer_state_dict(ckpt)
     wanted = TOKENIZER_PREFIXES + (('decoder.',) if model.decoder is not None else ())
     own = {k: v for k, v in model.state_dict().items() if k.startswith(wanted)}
     missing = sorted(set(own) - set(sd))

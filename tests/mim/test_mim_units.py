@@ -179,7 +179,8 @@ def test_missing_tokenizer_checkpoint_fails_when_the_model_is_built(tmp_path):
         MODELS.build(cfg.model)
 
 
-def test_shipped_config_reads_the_tokenizer_architecture_from_its_checkpoint(tokenizer_ckpt):
+def test_shipped_config_reads_the_tokenizer_architecture_from_its_checkpoint(tokenizer_ckpt,
+                                                                            tmp_path):
     """configs/peco/pretrain_vitb_in1k_300e.py names only the tokenizer file: the tiny
     tokenizer's 8x CNN and 16-code codebook come from the checkpoint, frozen, without a data
     preprocessor or a decoder, and its codes equal the trained tokenizer's."""
@@ -201,6 +202,12 @@ def test_shipped_config_reads_the_tokenizer_architecture_from_its_checkpoint(tok
     assert not tg.training
     x = torch.rand(3, 3, 32, 32) * 2 - 1
     assert torch.equal(tg.encode(x), tokenizer_ckpt[1].encode(x))
+    # a pretraining checkpoint serves as a tokenizer checkpoint too (its config names only
+    # the file: the architecture comes from the target generator's weights)
+    from peco_mm.tokenizer import FrozenPeCoTokenizer
+    path = str(tmp_path / 'peco.pth')
+    torch.save({'state_dict': model.state_dict(), 'meta': {'cfg': cfg.pretty_text}}, path)
+    assert torch.equal(FrozenPeCoTokenizer(path).encode(x), tg.encode(x))
 
 
 # ---- configs and the benchmark -----------------------------------------------------------------

@@ -174,14 +174,20 @@ def test_frozen_tokenizer_reads_its_architecture_from_the_checkpoint(tmp_path):
     assert all(torch.equal(v, gen.state_dict()[k]) for k, v in before.items())
     full = FrozenPeCoTokenizer(path, with_decoder=True)
     assert torch.allclose(full.decode(t.encode(x)), t.decode(t.encode(x)))
-    # a file without the stored config needs the architecture spelled out
+    # a file without the stored config: the CNN architecture is read off the weights' shapes
+    from peco_mm.tokenizer.tokenizer import checkpoint_arch, infer_cnn_arch
     (tmp_path / 'bare').mkdir()
     bare, _, _ = _save_trained(tmp_path / 'bare', with_meta=False)
-    with pytest.raises(ValueError, match='stores no config'):
-        FrozenPeCoTokenizer(bare)
-    arch = {k: TINY[k] for k in ('base_channels', 'channel_mult', 'num_res_blocks',
-                                 'num_embeddings', 'embed_dims')}
-    assert torch.equal(FrozenPeCoTokenizer(bare, **arch).encode(x), t.encode(x))
+    inferred = infer_cnn_arch(torch.load(bare)['state_dict'])
+    assert inferred == dict(encoder_type='cnn', base_channels=8, channel_mult=(1, 2, 2),
+                            num_res_blocks=1, num_embeddings=32, embed_dims=8)
+    meta = checkpoint_arch(torch.load(path), path)
+    assert {k: (tuple(v) if k == 'channel_mult' else v) for k, v in meta.items()
+            if k in inferred} == inferred
+    assert torch.equal(FrozenPeCoTokenizer(bare).encode(x), t.encode(x))
+    torch.save({'state_dict': {'foo.weight': torch.zeros(2)}}, tmp_path / 'bogus.pth')
+    with pytest.raises(ValueError, match='bogus.pth.*architecture is unknown'):
+        FrozenPeCoTokenizer(str(tmp_path / 'bogus.pth'))
     with pytest.raises(TypeError, match="unknown arguments \\['decay'\\]"):
         FrozenPeCoTokenizer(path, decay=0.5)
     with pytest.raises(FileNotFoundError, match='model.target_generator.checkpoint'):
