@@ -61,18 +61,17 @@ def build_model(cfg, checkpoint: str, tokenizer: str | None, device: str):
     init_default_scope(cfg.get('default_scope', 'mmpretrain'))
     model_cfg = cfg.model.to_dict()
     tg = dict(model_cfg['target_generator'])
-    tokenizer = tokenizer or (tg.get('init_cfg') or {}).get('checkpoint')
-    if tg.get('type') != 'PeCoTokenizer':
+    tokenizer = tokenizer or tg.get('checkpoint')
+    if tg.get('type') != 'FrozenPeCoTokenizer':
         raise TypeError(f"target_generator {tg.get('type')!r} has no decoder; reconstructions "
-                        'need a PeCoTokenizer')
+                        'need a FrozenPeCoTokenizer')
     if not tokenizer or not osp.isfile(tokenizer):
         raise FileNotFoundError(f'tokenizer checkpoint {tokenizer!r} not found (its decoder '
                                 'draws the reconstruction); pass --tokenizer PATH')
-    tg.update(with_decoder=True, init_cfg=dict(type='Pretrained', checkpoint=tokenizer))
+    tg.update(with_decoder=True, checkpoint=tokenizer)  # encoder, codebook and decoder
     model_cfg['target_generator'] = tg
     model_cfg.setdefault('data_preprocessor', cfg.get('data_preprocessor'))
     model = MODELS.build(model_cfg)
-    model.target_generator.init_weights()  # encoder, codebook and decoder
     if not osp.isfile(checkpoint):
         raise FileNotFoundError(f'pretraining checkpoint {checkpoint!r} not found')
     import torch

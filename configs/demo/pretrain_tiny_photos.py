@@ -14,10 +14,8 @@ max_iters = 200  # x 32 crops
 model = dict(
     backbone=dict(arch=dict(_delete_=True, embed_dims=64, num_layers=4, num_heads=4),
                   img_size=img_size, patch_size=8, drop_path_rate=0.0),
-    # must match configs/demo/tokenizer_tiny_photos.py
-    target_generator=dict(base_channels=16, channel_mult=(1, 2, 2, 4), num_res_blocks=1,
-                          num_embeddings=128, embed_dims=32,
-                          init_cfg=dict(checkpoint=tokenizer_checkpoint)))
+    # the stage-2 tokenizer; its architecture is read from the checkpoint
+    target_generator=dict(checkpoint=tokenizer_checkpoint))
 train_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='ColorJitter', brightness=0.4, contrast=0.4, saturation=0.4, hue=0.),

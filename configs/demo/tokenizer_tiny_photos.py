@@ -33,7 +33,10 @@ test_dataloader = dict(
     batch_size=16, num_workers=0, persistent_workers=False,
     dataset=dict(_delete_=True, type='CustomDataset', data_root=data_root, data_prefix='val',
                  pipeline=test_pipeline))
-test_evaluator = dict(num_embeddings=num_embeddings, probe_epochs=200)
+# the perceptual distance of both demo tokenizers (lambda = 1 and 0) with the stage-1 network
+test_evaluator = dict(num_embeddings=num_embeddings, probe_epochs=200,
+                      perceptual=dict(checkpoint=perceptual_checkpoint, layers=(1, 2, 3, 4),
+                                      vit_cfg=dict(num_heads=4)))
 optim_wrapper = dict(optimizer=dict(lr=1e-3))
 param_scheduler = [dict(type='LinearLR', start_factor=0.05, by_epoch=False, begin=0,
                         end=max_iters // 10)]

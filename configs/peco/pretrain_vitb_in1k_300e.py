@@ -2,7 +2,7 @@
 after fine-tuning). Needs a trained tokenizer (configs/peco/tokenizer_vqvae_in1k.py).
 
     tools/dist_train.sh configs/peco/pretrain_vitb_in1k_300e.py 8 \
-        --cfg-options model.target_generator.init_cfg.checkpoint=TOKENIZER.pth
+        --cfg-options model.target_generator.checkpoint=TOKENIZER.pth
 
 The paper's settings: AdamW lr 1.5e-3, betas (0.9, 0.999), weight decay 0.05, drop path 0.1,
 batch 2048 = 8 GPUs x 256. lr 1.5e-3 belongs to that total batch: on G GPUs x b images scale

@@ -2,7 +2,7 @@
 box/mask AP). Same recipe as the 300-epoch config; lr scaling as explained there.
 
     tools/dist_train.sh configs/peco/pretrain_vitb_in1k_800e.py 8 \
-        --cfg-options model.target_generator.init_cfg.checkpoint=TOKENIZER.pth
+        --cfg-options model.target_generator.checkpoint=TOKENIZER.pth
 """
 _base_ = './pretrain_vitb_in1k_300e.py'
 

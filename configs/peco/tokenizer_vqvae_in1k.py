@@ -14,6 +14,12 @@ _base_ = [
 ]
 custom_imports = dict(imports=['peco_mm'], allow_failed_imports=False)
 
+# tools/test.py measures the perceptual distance of EVERY tokenizer (lambda = 0 and the
+# ResNet-50 / VGG16 variants included) with this one network, so the numbers share a scale;
+# pass test_evaluator.perceptual.checkpoint=PATH when the MoCo v3 file lives elsewhere.
+test_evaluator = dict(perceptual=dict(net='vit', checkpoint=_base_.perceptual_checkpoint,
+                                      layers=(3, 6, 9, 12)))
+
 default_hooks = dict(
     logger=dict(type='LoggerHook', interval=50),
     checkpoint=dict(type='CheckpointHook', interval=1, max_keep_ckpts=3))

@@ -1,8 +1,11 @@
 """Tokenizer evaluation (PeCo Sec. 4.3, Table 4) for `tools/test.py` with a tokenizer config:
 
 - reconstruction quality: PSNR and SSIM (scikit-image's implementations, on uint8 RGB) and the
-  perceptual distance (Eq. 4 with the tokenizer's perceptual network, when it has one);
-- codebook health on the evaluation set: usage (fraction of codes chosen) and perplexity;
+  perceptual distance (Eq. 4) measured with ONE network fixed by the metric's `perceptual`
+  key, whatever network (if any) the tokenizer was trained with, so tokenizers trained with
+  different λ (λ = 0 included) or perceptual networks are compared on one scale;
+- codebook health on the evaluation set: usage (fraction of the K codes chosen; K from the
+  model) and perplexity (`peco_mm.layers.quantizer.codebook_stats`, as logged in training);
 - the linear probe on codewords: average-pooled quantised codewords of each image feed a
   linear classifier. The paper trains it on ImageNet train and tests on val; here it is
   cross-validated over the evaluation set (`probe_folds` folds), so it needs labels and
@@ -12,7 +15,6 @@
 """
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import numpy as np
@@ -20,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from mmengine.evaluator import BaseMetric
 
+from ..layers.quantizer import codebook_stats
 from ..registry import METRICS
 
 PSNR_CAP = 100.0  # identical images have infinite PSNR
@@ -30,7 +33,13 @@ class TokenizerMetric(BaseMetric):
     """PSNR / SSIM / perceptual distance / usage / perplexity / codeword linear probe.
 
     Args:
-        num_embeddings: codebook size K for usage (default: inferred from the codes seen).
+        num_embeddings: codebook size K for usage; by default the model's (its predictions
+            carry it); given, it must agree with the model's.
+        perceptual: `PerceptualLoss` arguments of the fixed network that measures the
+            perceptual distance between images and reconstructions, e.g.
+            dict(net='vit', checkpoint=PATH, layers=(3, 6, 9, 12)); None: no distance.
+        perceptual_batch, perceptual_device: images per forward of that network, and its
+            device (default: CUDA when available).
         linear_probe: run the codeword linear probe when labels are there.
         probe_folds, probe_epochs, probe_lr: cross-validation folds and full-batch Adam
             schedule of the probe (logistic regression on standardised features).
@@ -39,7 +48,9 @@ class TokenizerMetric(BaseMetric):
     """
     default_prefix = 'tokenizer'
 
-    def __init__(self, num_embeddings: int | None = None, linear_probe: bool = True,
+    def __init__(self, num_embeddings: int | None = None, perceptual: dict | None = None,
+                 perceptual_batch: int = 32, perceptual_device: str | None = None,
+                 linear_probe: bool = True,
                  probe_folds: int = 2, probe_epochs: int = 300, probe_lr: float = 0.05,
                  classifier: dict | None = None, collect_device: str = 'cpu',
                  prefix: str | None = None) -> None:
@@ -47,6 +58,16 @@ class TokenizerMetric(BaseMetric):
         if probe_folds < 2:
             raise ValueError(f'probe_folds={probe_folds} must be >= 2')
         self.num_embeddings = num_embeddings
+        self.perceptual_batch = perceptual_batch
+        self.perceptual = None
+        if perceptual:  # built now: a missing checkpoint fails before the test loop
+            from ..tokenizer.perceptual import PerceptualLoss
+            try:
+                self.perceptual = PerceptualLoss(**perceptual)
+            except (FileNotFoundError, ValueError) as err:
+                raise type(err)(f'test_evaluator.perceptual: {err}') from err
+            self.perceptual.to(perceptual_device or ('cuda' if torch.cuda.is_available()
+                                                     else 'cpu'))
         self.linear_probe = linear_probe
         self.probe_folds = probe_folds
         self.probe_epochs = probe_epochs
@@ -57,6 +78,8 @@ class TokenizerMetric(BaseMetric):
     def process(self, data_batch, data_samples: Sequence[dict]) -> None:
         from skimage.metrics import peak_signal_noise_ratio, structural_similarity
         cls_pred = self.classify([s['recon'] for s in data_samples])
+        percep = self.perceptual_distance([s['img'] for s in data_samples],
+                                          [s['recon'] for s in data_samples])
         for i, s in enumerate(data_samples):
             img = s['img'].permute(1, 2, 0).numpy()
             rec = s['recon'].permute(1, 2, 0).numpy()
@@ -65,9 +88,10 @@ class TokenizerMetric(BaseMetric):
                                          win_size=min(7, *img.shape[:2]) // 2 * 2 + 1)
             r = dict(psnr=min(float(psnr), PSNR_CAP), ssim=float(ssim),
                      codes=s['codes'].flatten().numpy().astype(np.int64),
-                     pooled=s['pooled_codeword'].numpy())
-            if 'perceptual' in s:
-                r['perceptual'] = s['perceptual']
+                     pooled=s['pooled_codeword'].numpy(),
+                     num_embeddings=s.get('num_embeddings'))
+            if percep is not None:
+                r['perceptual'] = float(percep[i])
             if 'gt_label' in s:
                 r['label'] = int(s['gt_label'])
             if cls_pred is not None:
@@ -80,11 +104,8 @@ class TokenizerMetric(BaseMetric):
         if all('perceptual' in r for r in results):
             out['perceptual'] = float(np.mean([r['perceptual'] for r in results]))
         codes = np.concatenate([r['codes'] for r in results])
-        K = self.num_embeddings or int(codes.max()) + 1
-        counts = np.bincount(codes, minlength=K).astype(np.float64)
-        out['usage'] = float((counts > 0).mean())
-        p = counts[counts > 0] / counts.sum()
-        out['perplexity'] = float(math.exp(-(p * np.log(p)).sum()))
+        K = self.codebook_size(results, codes)
+        out.update(codebook_stats(torch.from_numpy(np.bincount(codes, minlength=K))))
         labelled = [r for r in results if 'label' in r]
         if self.linear_probe and len(labelled) == len(results):
             labels = np.array([r['label'] for r in results])
@@ -97,6 +118,38 @@ class TokenizerMetric(BaseMetric):
         return out
 
     # ---- steps ------------------------------------------------------------------------------
+    def codebook_size(self, results: list, codes: np.ndarray) -> int:
+        """K: the model's (carried by its predictions), else `num_embeddings`; both given
+        must agree, and every code must lie below K."""
+        from_model = {r['num_embeddings'] for r in results if r.get('num_embeddings')}
+        if len(from_model) > 1:
+            raise ValueError(f'TokenizerMetric: predictions of codebooks of sizes {from_model}')
+        K = from_model.pop() if from_model else self.num_embeddings
+        if K is None:
+            raise ValueError('TokenizerMetric: codebook size unknown: set '
+                             'test_evaluator.num_embeddings=K')
+        if self.num_embeddings is not None and K != self.num_embeddings:
+            raise ValueError(f'test_evaluator.num_embeddings={self.num_embeddings} but the '
+                             f'tokenizer has {K} codes; drop the key or set it to {K}')
+        if codes.size and int(codes.max()) >= K:
+            raise ValueError(f'TokenizerMetric: code {int(codes.max())} >= codebook size {K}')
+        return int(K)
+
+    @torch.no_grad()
+    def perceptual_distance(self, imgs: list[torch.Tensor], recons: list[torch.Tensor]
+                            ) -> np.ndarray | None:
+        """Eq. 4 per image with the metric's fixed network, on the uint8 RGB (3, H, W) images
+        and reconstructions mapped back to [-1, 1]: (N,), or None without a network."""
+        if self.perceptual is None:
+            return None
+        out = []
+        for s in range(0, len(imgs), self.perceptual_batch):
+            dev = self.perceptual.mean.device
+            x = torch.stack(imgs[s:s + self.perceptual_batch]).to(dev).float() / 127.5 - 1
+            y = torch.stack(recons[s:s + self.perceptual_batch]).to(dev).float() / 127.5 - 1
+            out.append(self.perceptual(x, y, reduce=False).double().cpu().numpy())
+        return np.concatenate(out)
+
     def codeword_probe(self, feats: np.ndarray, labels: np.ndarray) -> float:
         """Cross-validated accuracy of a linear classifier on pooled codewords (Table 4)."""
         x = torch.from_numpy(feats).double()

@@ -9,9 +9,16 @@ averages (it would give the codebook no gradient anyway); `loss` is the commitme
 Distributed: the per-step counts and sums are all-reduced and initialisation / restarts are
 drawn on rank 0 and broadcast, so every rank holds the same codebook after every step.
 
+Dead codes are judged against the uniform usage rate: with N vectors per step over all ranks
+and K codes, a code used uniformly gets N/K assignments per step; a code whose EMA count falls
+below `restart_threshold`·N/K is dead. An absolute count would make the rule depend on the
+batch: at a small total batch N/K itself is below 1 and every code would be redrawn each step.
+
 Plain PyTorch, no registry. Contract (vector-quantize-pytorch style):
     quantized, codes, loss = vq(z)          # z (B, D, h, w) -> (B, D, h, w), (B, h, w), ()
+    codes = vq.encode(z)                    # (B, D, h, w) -> (B, h, w), no EMA update
     vectors = vq.codes_to_vectors(codes)    # (B, h, w) -> (B, D, h, w)
+Codebook usage and perplexity are computed by `codebook_stats` (here, and nowhere else).
 """
 from __future__ import annotations
 
@@ -112,16 +119,16 @@ class EMAVectorQuantizer(nn.Module):
         init: 'data' (random encoder outputs of the first batch, gathered over ranks),
             'kmeans' (k-means on them), 'random' (normal init, no data).
         kmeans_iters: Lloyd iterations for init='kmeans'.
-        restart_threshold: codes whose EMA count (expected assignments per step, over all
-            ranks) falls below this are restarted from random current encoder outputs;
-            0 disables restarts.
+        restart_threshold: a code whose EMA count (assignments per step, over all ranks)
+            falls below this fraction of the uniform rate N/K is restarted from a random
+            current encoder output; 0 disables restarts, values must be < 1.
         restart_interval: check for dead codes every this many training steps.
         max_chunk_elems: bound on the distance matrix held at once during search.
     """
 
     def __init__(self, num_embeddings: int = 8192, embed_dims: int = 256, decay: float = 0.99,
                  beta: float = 0.25, eps: float = 1e-5, init: str = 'data',
-                 kmeans_iters: int = 10, restart_threshold: float = 1.0,
+                 kmeans_iters: int = 10, restart_threshold: float = 0.1,
                  restart_interval: int = 1, max_chunk_elems: int = 1 << 24) -> None:
         super().__init__()
         if num_embeddings < 2:
@@ -134,9 +141,11 @@ class EMAVectorQuantizer(nn.Module):
             raise ValueError(f'beta={beta} must be >= 0')
         if init not in INIT_CHOICES:
             raise ValueError(f'init={init!r}; allowed: {INIT_CHOICES}')
-        if restart_threshold < 0 or restart_interval < 1:
-            raise ValueError(f'restart_threshold={restart_threshold} must be >= 0 and '
-                             f'restart_interval={restart_interval} >= 1')
+        if not 0 <= restart_threshold < 1 or restart_interval < 1:
+            raise ValueError(
+                f'restart_threshold={restart_threshold}, restart_interval={restart_interval}: '
+                'the threshold is a fraction of the uniform usage rate N/K (0 <= t < 1, e.g. '
+                '0.1; 0 disables restarts) and the interval >= 1 steps')
         self.num_embeddings = num_embeddings
         self.embed_dims = embed_dims
         self.decay = decay
@@ -165,9 +174,7 @@ class EMAVectorQuantizer(nn.Module):
         """z (B, D, h, w) -> quantized (B, D, h, w) with straight-through gradient,
         codes (B, h, w) long, commitment loss (scalar)."""
         B, D, h, w = z.shape
-        if D != self.embed_dims:
-            raise ValueError(f'quantizer expects {self.embed_dims} channels, got {D}')
-        flat = z.permute(0, 2, 3, 1).reshape(-1, D).float()  # (N, D)
+        flat = self.flatten(z)  # (N, D)
         update = self.training and torch.is_grad_enabled()
         if update and not bool(self.initted):
             self.initialise_codebook(flat.detach())
@@ -181,6 +188,21 @@ class EMAVectorQuantizer(nn.Module):
         q = flat + (q - flat).detach()  # straight-through
         quantized = q.view(B, h, w, D).permute(0, 3, 1, 2).to(z.dtype)  # (B, D, h, w)
         return quantized, codes.view(B, h, w), loss
+
+    @torch.no_grad()
+    def encode(self, z: torch.Tensor) -> torch.Tensor:
+        """z (B, D, h, w) -> codes (B, h, w) long: nearest codewords only, no EMA update,
+        no initialisation, no restart, whatever the mode (the target generator's path)."""
+        B, _, h, w = z.shape
+        return self.quantize(self.flatten(z)).view(B, h, w)
+
+    def flatten(self, z: torch.Tensor) -> torch.Tensor:
+        """(B, D, h, w) -> (B·h·w, D) fp32 rows, row order (b, i, j)."""
+        if z.dim() != 4 or z.shape[1] != self.embed_dims:
+            raise ValueError(f'quantizer expects (B, {self.embed_dims}, h, w), got '
+                             f'{tuple(z.shape)}')
+        D = z.shape[1]
+        return z.permute(0, 2, 3, 1).reshape(-1, D).float()
 
     def quantize(self, flat: torch.Tensor) -> torch.Tensor:
         """(N, D) vectors -> (N,) indices of the nearest codewords (exact, chunked)."""
@@ -232,11 +254,19 @@ class EMAVectorQuantizer(nn.Module):
         self.window_counts.add_(counts)
         self.steps.add_(1)
 
+    def uniform_rate(self) -> torch.Tensor:
+        """EMA of N/K, the assignments per step each code would get under uniform use: the
+        mean EMA count (the counts of one step sum to N over all ranks)."""
+        return self.cluster_size.mean()
+
     @torch.no_grad()
     def restart_dead_codes(self, flat: torch.Tensor) -> int:
-        """Replace codes with EMA count < restart_threshold by random current encoder outputs
-        (gathered over ranks, drawn on rank 0, broadcast). Returns how many were restarted."""
-        dead = self.cluster_size < self.restart_threshold  # (K,), identical on every rank
+        """Replace codes whose EMA count is below restart_threshold × the uniform rate by random
+        current encoder outputs (gathered over ranks, drawn on rank 0, broadcast). A restarted
+        code starts at the uniform rate, so it has the EMA's time to prove itself before it is
+        judged again. Returns how many were restarted."""
+        rate = self.uniform_rate()
+        dead = self.cluster_size < self.restart_threshold * rate  # (K,), same on every rank
         n_dead = int(dead.sum())
         if n_dead == 0:
             return 0
@@ -244,8 +274,8 @@ class EMAVectorQuantizer(nn.Module):
         new = data[_sample_rows(data.shape[0], n_dead, data.device)]
         new = _broadcast(new.contiguous())
         self.embedding[dead] = new
-        self.embed_sum[dead] = new * self.restart_threshold
-        self.cluster_size[dead] = self.restart_threshold
+        self.embed_sum[dead] = new * rate
+        self.cluster_size[dead] = rate
         self.window_restarts.add_(n_dead)
         self.total_restarts.add_(n_dead)
         return n_dead

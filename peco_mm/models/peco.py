@@ -29,10 +29,12 @@ class PeCo(BaseSelfSupervisor):
             loss reads `forward_features`).
         head: a `PeCoMIMHead` config; `in_channels` defaults to the backbone (or neck) width,
             `num_classes` to the tokenizer's codebook size, and must equal it when given.
-        target_generator: the frozen tokenizer: a `PeCoTokenizer` (anything with
-            `encode(img) -> (B, h, w) codes`), or a generator returning (B, K, h, w) logits
-            such as mmpretrain's `DALL-E`. Its weights come from its `init_cfg`
-            (`dict(type='Pretrained', checkpoint=...)`), checked when the model is built.
+        target_generator: the frozen tokenizer: `dict(type='FrozenPeCoTokenizer',
+            checkpoint=PATH)`, which reads its architecture from the tokenizer checkpoint
+            (anything with `encode(img) -> (B, h, w) codes` works), or a generator returning
+            (B, K, h, w) logits such as mmpretrain's `DALL-E` with its weights in `init_cfg`
+            (`dict(type='Pretrained', checkpoint=...)`). The file is checked when the model
+            is built.
         num_masked: masked patches per image; None reads it from the first batch (one host
             read, once) and then only checks it on the device.
         require_target_checkpoint: refuse a tokenizer config without pretrained weights
@@ -52,7 +54,7 @@ class PeCo(BaseSelfSupervisor):
                  neck: dict | None = None) -> None:
         if target_generator is None:
             raise ValueError(f'{type(self).__name__} needs a target_generator (the frozen '
-                             'tokenizer, e.g. dict(type="PeCoTokenizer", ...))')
+                             'tokenizer, e.g. dict(type="FrozenPeCoTokenizer", checkpoint=...))')
         if require_target_checkpoint and isinstance(target_generator, dict):
             check_target_checkpoint(target_generator)
         if num_masked is not None and num_masked < 1:
@@ -196,12 +198,13 @@ def check_target_checkpoint(cfg: dict) -> None:
             key = 'target_generator.init_cfg' + (f'[{i}]' if isinstance(init_cfgs, list) else '')
             key += '.checkpoint'
     if path is None:
+        key = ('model.target_generator.checkpoint' if cfg.get('type') == 'FrozenPeCoTokenizer'
+               else "model.target_generator.init_cfg=dict(type='Pretrained', checkpoint=...)")
         raise ValueError(
-            f'PeCo: the tokenizer ({cfg.get("type")}) has no pretrained weights: set '
-            "target_generator.init_cfg=dict(type='Pretrained', checkpoint=TOKENIZER.pth) to a "
-            'trained tokenizer (configs/peco/tokenizer_*.py); random targets teach nothing')
+            f'PeCo: the tokenizer ({cfg.get("type")}) has no pretrained weights: set {key} to '
+            'a trained tokenizer (configs/peco/tokenizer_*.py); random targets teach nothing')
     if '://' not in str(path) and not osp.isfile(path):
         raise FileNotFoundError(
-            f'PeCo: tokenizer checkpoint {path!r} ({key}) not found; train one with '
-            'tools/train.py configs/peco/tokenizer_vqvae_in1k.py or pass '
-            f'--cfg-options model.{key}=PATH')
+            f'PeCo: tokenizer checkpoint {path!r} ({key}) not found; set --cfg-options '
+            f'model.{key}=PATH to a tokenizer trained with tools/train.py '
+            '(configs/peco/tokenizer_vqvae_in1k.py)')

@@ -2,9 +2,9 @@
 from .cnn import CNNDecoder, CNNEncoder
 from .discriminator import PatchDiscriminator
 from .perceptual import PerceptualLoss
-from .tokenizer import (INPUT_MEAN, INPUT_STD, PeCoTokenizer, TokenizerDataPreprocessor,
-                        load_tokenizer_state)
+from .tokenizer import (INPUT_MEAN, INPUT_STD, FrozenPeCoTokenizer, PeCoTokenizer,
+                        TokenizerDataPreprocessor, load_tokenizer_state)
 
-__all__ = ['CNNDecoder', 'CNNEncoder', 'INPUT_MEAN', 'INPUT_STD', 'PatchDiscriminator',
-           'PeCoTokenizer', 'PerceptualLoss', 'TokenizerDataPreprocessor',
+__all__ = ['CNNDecoder', 'CNNEncoder', 'FrozenPeCoTokenizer', 'INPUT_MEAN', 'INPUT_STD',
+           'PatchDiscriminator', 'PeCoTokenizer', 'PerceptualLoss', 'TokenizerDataPreprocessor',
            'load_tokenizer_state']

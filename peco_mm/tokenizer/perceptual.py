@@ -1,6 +1,13 @@
 """Perceptual loss of PeCo (Eq. 4): L = Σ_{l∈S} 1/(C_l H_l W_l) ||f_l(x) - f_l(x̂)||²,
 with f_l the channel-normalised activations of layer l of a frozen network.
 
+Reduction over channels (`channel_reduction`): 'mean' is Eq. 4 as printed (mean over C, H, W);
+'sum' is the LPIPS / Taming reduction (sum over channels, mean over positions), C_l times
+larger. Read literally, Eq. 4 leaves the perceptual term a small share of the gradient next to
+the pixel L1 (for a ViT-B, C = 768), so the λ sweep of the paper (84.1 at λ = 0.3 against 82.9
+at λ = 0) would measure almost nothing; 'sum' is the default. docs/tokenizer.md gives the
+measured gradient shares.
+
 Networks (paper Sec. 3.2 and Table 5):
 - 'vit': ViT-B (default MoCo v3, 100 epochs) at blocks 3/6/9/12; any checkpoint format the
   converter reads (MoCo v3, DINO, timm, MAE, BEiT, mmpretrain, peco_mm) through
@@ -28,6 +35,7 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 DEFAULT_LAYERS = {'vit': (3, 6, 9, 12), 'resnet50': (1, 2, 3, 4), 'vgg16': (1, 2, 3, 4, 5)}
 # VGG16 `features` indices of the ReLU closing each stage (before each max-pool)
 VGG16_STAGE_ENDS = (3, 8, 15, 22, 29)
+CHANNEL_REDUCTIONS = ('sum', 'mean')
 
 
 class PerceptualLoss(nn.Module):
@@ -41,15 +49,20 @@ class PerceptualLoss(nn.Module):
         mean, std: the network's input normalisation, on a [0, 1] scale.
         vit_cfg: PeCoViT arguments used for a random ViT, or overrides for the checkpoint's
             inferred ones (e.g. dict(img_size=224)).
+        channel_reduction: 'sum' (LPIPS-style, default) or 'mean' (Eq. 4 as printed) over the
+            C_l channels of a position; positions are averaged, layers summed, either way.
     """
 
     def __init__(self, net: str = 'vit', checkpoint: str | None = None,
                  layers: Sequence[int] | None = None, allow_random: bool = False,
                  mean: Sequence[float] = IMAGENET_MEAN, std: Sequence[float] = IMAGENET_STD,
-                 vit_cfg: dict | None = None) -> None:
+                 vit_cfg: dict | None = None, channel_reduction: str = 'sum') -> None:
         super().__init__()
         if net not in NETS:
             raise ValueError(f'perceptual net={net!r}; allowed: {NETS}')
+        if channel_reduction not in CHANNEL_REDUCTIONS:
+            raise ValueError(f'perceptual channel_reduction={channel_reduction!r}; allowed: '
+                             f'{CHANNEL_REDUCTIONS}')
         if checkpoint is None and not allow_random:
             raise ValueError(f'perceptual loss ({net}): set its checkpoint path in the config '
                              '(model.perceptual_cfg.checkpoint=PATH), or perceptual_weight=0 for '
@@ -61,6 +74,7 @@ class PerceptualLoss(nn.Module):
         self.net_name = net
         self.checkpoint = checkpoint
         self.layers = layers
+        self.channel_reduction = channel_reduction
         if net == 'vit':
             feat_net = build_vit(checkpoint, layers, vit_cfg or {})
         elif net == 'resnet50':
@@ -102,9 +116,16 @@ class PerceptualLoss(nn.Module):
         with torch.no_grad():
             target = self.features(img)
         pred = self.features(recon)
-        per_layer = [(p - t).pow(2).flatten(1).mean(1) for p, t in zip(pred, target)]
+        per_layer = [self.layer_distance(p, t) for p, t in zip(pred, target)]
         loss = torch.stack(per_layer, 0).sum(0)  # (B,)
         return loss.mean() if reduce else loss
+
+    def layer_distance(self, pred: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        """(B, C, H, W) normalised features -> (B,): squared distance reduced over channels
+        (sum or mean, `channel_reduction`), then averaged over the H·W positions."""
+        sq = (pred - target).pow(2)  # (B, C, H, W)
+        per_pos = sq.sum(1) if self.channel_reduction == 'sum' else sq.mean(1)  # (B, H, W)
+        return per_pos.flatten(1).mean(1)
 
 
 def quiet_init_weights(module: nn.Module) -> None:

@@ -66,12 +66,19 @@ def fitted_tokenizer(imgs: np.ndarray):
     return tok.eval()
 
 
+def save_tokenizer(tok, path: str) -> str:
+    """As tools/train.py saves it: the state dict and the config text in meta.cfg."""
+    from mmengine.config import Config
+    cfg = Config(dict(model=dict(type='PeCoTokenizer', **TINY_TOKENIZER)))
+    torch.save({'state_dict': tok.state_dict(), 'meta': {'cfg': cfg.pretty_text}}, path)
+    return path
+
+
 @pytest.fixture(scope='session')
 def tokenizer_ckpt(images, tmp_path_factory):
-    """(path, tokenizer): saved as {'state_dict': ...}, like a tools/train.py checkpoint."""
+    """(path, tokenizer): saved like a tools/train.py checkpoint."""
     tok = fitted_tokenizer(images[1])
-    path = str(tmp_path_factory.mktemp('tok') / 'tokenizer.pth')
-    torch.save({'state_dict': tok.state_dict()}, path)
+    path = save_tokenizer(tok, str(tmp_path_factory.mktemp('tok') / 'tokenizer.pth'))
     return path, tok
 
 
@@ -87,8 +94,7 @@ _base_ = {osp.join(REPO, 'configs', 'peco', base)!r}
 model = dict(
     backbone=dict(arch=dict(_delete_=True, **{TINY_VIT!r}), img_size=32, patch_size=8,
                   drop_path_rate=0.0, use_abs_pos_emb=True),
-    target_generator=dict(**{TINY_TOKENIZER!r}, channels_last=False,
-                          init_cfg=dict(checkpoint={tokenizer_ckpt!r})),
+    target_generator=dict(checkpoint={tokenizer_ckpt!r}, channels_last=False),
     {model_extra})
 train_pipeline = [
     dict(type='LoadImageFromFile'),

@@ -167,12 +167,47 @@ def test_missing_tokenizer_checkpoint_fails_when_the_model_is_built(tmp_path):
     from mmpretrain.registry import MODELS
     cfg = Config.fromfile(f'{REPO}/configs/peco/pretrain_vitb_in1k_300e.py')
     path = str(tmp_path / 'nope.pth')
-    cfg.model.target_generator.init_cfg.checkpoint = path
-    with pytest.raises(FileNotFoundError, match=r"nope.pth.*target_generator.init_cfg.checkpoint"):
+    cfg.model.target_generator.checkpoint = path
+    with pytest.raises(FileNotFoundError, match=r"nope.pth.*model.target_generator.checkpoint"):
         MODELS.build(cfg.model)
-    cfg.model.target_generator.init_cfg = None
-    with pytest.raises(ValueError, match='no pretrained weights'):
+    # the builder itself names the key too (e.g. require_target_checkpoint=False)
+    with pytest.raises(FileNotFoundError, match=r"nope.pth.*model.target_generator.checkpoint"):
+        MODELS.build(dict(cfg.model.target_generator))
+    cfg.model.target_generator.checkpoint = None
+    with pytest.raises(ValueError,
+                       match='no pretrained weights.*model.target_generator.checkpoint'):
         MODELS.build(cfg.model)
+
+
+def test_shipped_config_reads_the_tokenizer_architecture_from_its_checkpoint(tokenizer_ckpt,
+                                                                            tmp_path):
+    """configs/peco/pretrain_vitb_in1k_300e.py names only the tokenizer file: the tiny
+    tokenizer's 8x CNN and 16-code codebook come from the checkpoint, frozen, without a data
+    preprocessor or a decoder, and its codes equal the trained tokenizer's."""
+    from mmengine.config import Config
+    from mmpretrain.registry import MODELS
+    cfg = Config.fromfile(f'{REPO}/configs/peco/pretrain_vitb_in1k_300e.py')
+    assert set(cfg.model.target_generator) == {'type', 'checkpoint'}
+    cfg.model.target_generator.checkpoint = tokenizer_ckpt[0]
+    cfg.model.backbone.update(arch=TINY_VIT, img_size=32, patch_size=8)
+    model = MODELS.build(cfg.model)
+    tg = model.target_generator
+    assert type(tg).__name__ == 'FrozenPeCoTokenizer'
+    assert (tg.num_embeddings, tg.embed_dims, tg.downsample) == (16, 16, 8)
+    assert model.head.num_classes == 16  # K from the checkpoint
+    assert tg.decoder is None and not hasattr(tg, 'data_preprocessor')
+    assert all(k.startswith(('encoder.', 'quantizer.')) for k in tg.state_dict())
+    assert not any(p.requires_grad for p in tg.parameters())
+    model.train()
+    assert not tg.training
+    x = torch.rand(3, 3, 32, 32) * 2 - 1
+    assert torch.equal(tg.encode(x), tokenizer_ckpt[1].encode(x))
+    # a pretraining checkpoint serves as a tokenizer checkpoint too (its config names only
+    # the file: the architecture comes from the target generator's weights)
+    from peco_mm.tokenizer import FrozenPeCoTokenizer
+    path = str(tmp_path / 'peco.pth')
+    torch.save({'state_dict': model.state_dict(), 'meta': {'cfg': cfg.pretty_text}}, path)
+    assert torch.equal(FrozenPeCoTokenizer(path).encode(x), tg.encode(x))
 
 
 # ---- configs and the benchmark -----------------------------------------------------------------

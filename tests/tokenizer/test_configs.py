@@ -33,3 +33,12 @@ def test_config_builds(path):
     assert model.downsample == (8 if '8x' in path.stem else 16)
     if 'lite' in path.stem:
         assert round(model.num_params()['tokenizer'] / 1e6, 1) == 25.7
+
+
+def test_table6_codeword_loss_configs():
+    """The explicit alternatives replace the perceptual loss (lambda = 0)."""
+    for name, kind in (('cls', 'classification'), ('contrastive', 'contrastive')):
+        m = Config.fromfile(ROOT / f'configs/peco/tokenizer_vqvae_{name}_in1k.py').model
+        assert (m.perceptual_weight, m.codeword_loss, m.codeword_loss_weight) == (0.0, kind, 1.0)
+    m = Config.fromfile(ROOT / 'configs/peco/tokenizer_vqvae_cls_in1k.py').model
+    assert m.codeword_loss_cfg.num_classes == 1000

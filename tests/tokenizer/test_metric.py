@@ -2,14 +2,15 @@
 import math
 
 import numpy as np
+import pytest
 import torch
 
 from peco_mm.evaluation import TokenizerMetric
 
 
-def _sample(img, recon, codes, pooled, label):
+def _sample(img, recon, codes, pooled, label, num_embeddings=8):
     return dict(img=img, recon=recon, codes=codes, pooled_codeword=pooled, gt_label=label,
-                perceptual=0.5)
+                num_embeddings=num_embeddings)
 
 
 def test_metric_numbers():
@@ -27,7 +28,7 @@ def test_metric_numbers():
     res = m.evaluate(40)
     # every pixel off by exactly 10 grey levels: PSNR = 10 log10(255² / 100)
     assert abs(res['tokenizer/psnr'] - 10 * math.log10(255 ** 2 / 100)) < 1e-6
-    assert 0 < res['tokenizer/ssim'] < 1 and res['tokenizer/perceptual'] == 0.5
+    assert 0 < res['tokenizer/ssim'] < 1 and 'tokenizer/perceptual' not in res
     assert res['tokenizer/usage'] == 0.5  # 4 of 8 codes
     counts = np.array([10 + 40, 10 + 80, 10, 10], float)  # i % 4, plus 1x code 0, 2x code 1
     p = counts / counts.sum()
@@ -80,3 +81,46 @@ model = dict(type='ImageClassifier',
                    for i, r in enumerate(recons)])
     res = m.evaluate(6)
     assert abs(res['tokenizer/recon_cls_acc'] - 100 * 4 / 6) < 1e-6
+
+
+def test_usage_counts_the_models_codebook_not_the_codes_seen():
+    """K comes with the predictions: 4 codes seen of a 16-code codebook is 25 % usage (a
+    metric that inferred K from the largest code seen reported 100 %)."""
+    g = torch.Generator().manual_seed(0)
+    img = torch.randint(0, 256, (3, 8, 8), generator=g, dtype=torch.uint8)
+    samples = [_sample(img, img, torch.tensor([[i % 4]]), torch.zeros(2), 0, num_embeddings=16)
+               for i in range(8)]
+    m = TokenizerMetric(linear_probe=False)
+    m.process({}, samples)
+    res = m.evaluate(8)
+    assert res['tokenizer/usage'] == 0.25 and abs(res['tokenizer/perplexity'] - 4) < 1e-9
+    m = TokenizerMetric(num_embeddings=32, linear_probe=False)
+    m.process({}, samples)
+    with pytest.raises(ValueError, match='num_embeddings=32 but the tokenizer has 16'):
+        m.evaluate(8)
+
+
+def test_perceptual_distance_from_one_fixed_network(tmp_path):
+    """The metric's own network measures every tokenizer, whatever (or whether) it was trained
+    with: the number equals Eq. 4 of that network on the uint8 images mapped to [-1, 1]."""
+    from peco_mm.tokenizer.perceptual import PerceptualLoss
+    from tests.tokenizer.test_perceptual import _timm_vit
+    path = tmp_path / 'vit.pth'
+    torch.save(_timm_vit().state_dict(), path)
+    cfg = dict(net='vit', checkpoint=str(path), layers=(2, 4), vit_cfg=dict(num_heads=4))
+    g = torch.Generator().manual_seed(0)
+    imgs = [torch.randint(0, 256, (3, 32, 32), generator=g, dtype=torch.uint8) for _ in range(5)]
+    recons = [(im.int() + torch.randint(-40, 40, im.shape, generator=g)).clamp(0, 255)
+              .to(torch.uint8) for im in imgs]
+    m = TokenizerMetric(perceptual=cfg, perceptual_batch=2, linear_probe=False)
+    m.process({}, [_sample(a, b, torch.zeros(1, 1, dtype=torch.long), torch.zeros(2), 0)
+                   for a, b in zip(imgs, recons)])
+    res = m.evaluate(5)
+    ref = PerceptualLoss(**cfg)
+    with torch.no_grad():
+        expected = ref(torch.stack(imgs).float() / 127.5 - 1,
+                       torch.stack(recons).float() / 127.5 - 1)
+    assert res['tokenizer/perceptual'] > 0
+    assert abs(res['tokenizer/perceptual'] - float(expected)) < 1e-6 * float(expected)
+    with pytest.raises(FileNotFoundError, match='test_evaluator.perceptual.*nope.pth'):
+        TokenizerMetric(perceptual=dict(cfg, checkpoint=str(tmp_path / 'nope.pth')))

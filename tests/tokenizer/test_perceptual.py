@@ -112,7 +112,11 @@ def test_vgg16_features_equal_source_and_eq4_value(tmp_path):
     fx = loss.net(loss.normalize_input(x))
     fy = loss.net(loss.normalize_input(y))
     expected = sum(F.mse_loss(norm(a), norm(b)) for a, b in zip(fx, fy))
-    assert torch.allclose(loss(x, y), expected, rtol=1e-4)
+    as_printed = PerceptualLoss('vgg16', str(path), layers=(1, 3), channel_reduction='mean')
+    assert torch.allclose(as_printed(x, y), expected, rtol=1e-4)
+    # the default LPIPS-style reduction sums the channels: C_l times each layer's term
+    lpips = sum(a.shape[1] * F.mse_loss(norm(a), norm(b)) for a, b in zip(fx, fy))
+    assert torch.allclose(loss(x, y), lpips, rtol=1e-4)
     assert float(loss(x, x)) < 1e-10
 
 

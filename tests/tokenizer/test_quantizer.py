@@ -87,23 +87,84 @@ def test_codebook_initialised_from_encoder_outputs(init):
 
 def test_dead_codes_restarted_from_current_outputs():
     torch.manual_seed(0)
-    vq = EMAVectorQuantizer(16, 2, decay=0.5, init='random', restart_threshold=0.5).train()
+    vq = EMAVectorQuantizer(16, 2, decay=0.5, init='random', restart_threshold=0.1).train()
     vq.embedding.mul_(100).add_(1000)  # far from the data: nobody uses them ...
     vq.embedding[0] = 0.0  # ... except code 0
     vq.embed_sum.copy_(vq.embedding)
     z = torch.randn(1, 2, 8, 8).requires_grad_()
-    vq(z)  # all data -> code 0; the others decay to 0.5 counts: not yet dead (0.5 !< 0.5)
+    # all 64 vectors -> code 0. Step 1: counts 0.5·1 + 0.5·64 = 32.5 and 0.5 for the 15
+    # others; uniform rate = mean count = 40/16 = 2.5, threshold 0.25: nobody dead yet
+    vq(z)
     assert int(vq.window_restarts) == 0
-    vq(z)  # now 0.25 < 0.5: 15 codes restarted with current encoder outputs
+    assert abs(float(vq.uniform_rate()) - 2.5) < 1e-6
+    # step 2: 48.25 and 0.25; rate 52/16 = 3.25, threshold 0.325 > 0.25: 15 restarted
+    vq(z)
     assert int(vq.window_restarts) == 15 and int(vq.total_restarts) == 15
     flat = z.detach().permute(0, 2, 3, 1).reshape(-1, 2)
     dist = torch.cdist(vq.embedding[1:], flat).min(1).values
     assert torch.all(dist < 1e-5)  # each restarted code is one of the batch's vectors
+    # a restarted code starts at the uniform rate (its EMA sum consistent with it)
+    assert torch.allclose(vq.cluster_size[1:], torch.full((15,), 3.25))
+    assert torch.allclose(vq.embed_sum[1:], vq.embedding[1:] * 3.25)
     _, codes, _ = vq(z)
     assert len(codes.unique()) > 1  # and they get used
     stats = vq.pop_window_stats()
     assert stats['restarts'] == 15 and 0 < stats['usage'] <= 1
     assert int(vq.window_restarts) == 0 and float(vq.window_counts.sum()) == 0
+    # an absolute count of the old kind (>= 1) is refused, naming what the value means
+    with pytest.raises(ValueError, match='fraction of the uniform usage rate'):
+        EMAVectorQuantizer(16, 2, restart_threshold=1.0)
+
+
+def _restarts_per_100_steps(vectors_per_step: int, steps: int = 400, seed: int = 0) -> float:
+    """K = 256 codes, decay 0.99, data from 64 Gaussian clusters used with Zipf frequencies;
+    restarts per 100 steps over the second half of the run (after the EMA settled)."""
+    g = torch.Generator().manual_seed(seed)
+    K, D = 256, 8
+    centres = torch.randn(64, D, generator=g) * 3
+    p = 1.0 / torch.arange(1, 65).float()
+    torch.manual_seed(seed)
+    vq = EMAVectorQuantizer(K, D, decay=0.99, init='data', restart_threshold=0.1).train()
+    counted = 0
+    for step in range(steps):
+        x = centres[torch.multinomial(p, vectors_per_step, True, generator=g)]
+        x = x + torch.randn(vectors_per_step, D, generator=g)
+        before = int(vq.total_restarts)
+        vq(x.t().reshape(1, D, vectors_per_step, 1).clone().requires_grad_())
+        if step >= steps // 2:
+            counted += int(vq.total_restarts) - before
+    return counted / (steps - steps // 2) * 100
+
+
+def test_restarts_per_interval_comparable_at_small_and_large_batch():
+    """64 vectors per step (N/K = 0.25, e.g. 8 images of 14x14 codes against K = 8192 is
+    0.19) and 4096 (N/K = 16): the same threshold restarts a small part of the codebook at
+    both. An absolute threshold of 0.1 assignments per step redrew 821 codes per 100 steps
+    (3.2 K) at the small batch and none at the large one."""
+    small, large = _restarts_per_100_steps(64), _restarts_per_100_steps(4096)
+    K = 256
+    assert large < 0.05 * K, large  # measured: 0
+    assert small < 0.2 * K, small  # measured: 25 (EMA noise of 0.25 counts per step)
+    assert abs(small - large) < 0.2 * K
+
+
+def test_encode_returns_codes_without_touching_the_codebook():
+    torch.manual_seed(0)
+    vq = EMAVectorQuantizer(8, 4, decay=0.5, init='data', restart_threshold=0.5).train()
+    z = torch.randn(2, 4, 3, 5, requires_grad=True)
+    state = {k: v.clone() for k, v in vq.state_dict().items()}
+    codes = vq.encode(z)  # training mode, gradients on: still no init, EMA or restart
+    assert codes.shape == (2, 3, 5) and codes.dtype == torch.long
+    assert all(torch.equal(v, vq.state_dict()[k]) for k, v in state.items())
+    assert float(vq.window_counts.sum()) == 0
+    flat = z.detach().permute(0, 2, 3, 1).reshape(-1, 4)
+    brute = ((flat[:, None] - vq.embedding[None]) ** 2).sum(-1).argmin(1)
+    assert torch.equal(codes.flatten(), brute)
+    # the training forward picks the same codes from the same codebook
+    vq.eval()
+    assert torch.equal(vq(z)[1], codes)
+    with pytest.raises(ValueError, match=r'\(B, 4, h, w\)'):
+        vq.encode(torch.zeros(1, 3, 2, 2))
 
 
 def test_codebook_stats_numbers():

@@ -3,7 +3,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from peco_mm.tokenizer import PeCoTokenizer, TokenizerDataPreprocessor
+from peco_mm.tokenizer import FrozenPeCoTokenizer, PeCoTokenizer, TokenizerDataPreprocessor
 
 TINY = dict(base_channels=8, channel_mult=(1, 2, 2), num_res_blocks=1, num_embeddings=32,
             embed_dims=8, decay=0.9, restart_threshold=0.05, perceptual_weight=0.0)
@@ -140,6 +140,155 @@ def test_target_generator_from_checkpoint(tmp_path):
                           init_cfg=dict(type='Pretrained', checkpoint=str(path)))
     with pytest.raises(ValueError, match='tok.pth.*shapes differ'):
         other.init_weights()
+
+
+def _save_trained(tmp_path, with_meta=True, **kw):
+    from mmengine.config import Config
+    t = tiny(**kw).train()
+    x = blocky_images(4)
+    t(x, mode='loss')  # initialises the codebook from data
+    cfg = Config(dict(model=dict(type='PeCoTokenizer', **{**TINY, **kw})))
+    path = tmp_path / 'tok.pth'
+    ckpt = dict(state_dict=t.state_dict())
+    if with_meta:
+        ckpt['meta'] = dict(cfg=cfg.pretty_text)
+    torch.save(ckpt, path)
+    return str(path), t.eval(), x
+
+
+def test_frozen_tokenizer_reads_its_architecture_from_the_checkpoint(tmp_path):
+    """FrozenPeCoTokenizer(checkpoint) alone rebuilds a non-default architecture (3 stages of
+    8/16/16 channels, K = 32, D = 8): encoder + codebook, frozen, eval, no data preprocessor,
+    the same codes as the trained model; with_decoder=True also decodes."""
+    from mmengine.registry import MODELS
+    path, t, x = _save_trained(tmp_path)
+    gen = MODELS.build(dict(type='FrozenPeCoTokenizer', checkpoint=path))
+    assert isinstance(gen, FrozenPeCoTokenizer)
+    assert (gen.num_embeddings, gen.embed_dims, gen.downsample) == (32, 8, 4)
+    assert gen.decoder is None and not hasattr(gen, 'data_preprocessor')
+    assert sorted({k.split('.')[0] for k in gen.state_dict()}) == ['encoder', 'quantizer']
+    assert not any(p.requires_grad for p in gen.parameters()) and not gen.train().training
+    assert torch.equal(gen.encode(x), t.encode(x))
+    before = {k: v.clone() for k, v in gen.state_dict().items()}
+    gen.init_weights()  # a parent's init_weights leaves the loaded weights alone
+    assert all(torch.equal(v, gen.state_dict()[k]) for k, v in before.items())
+    full = FrozenPeCoTokenizer(path, with_decoder=True)
+    assert torch.allclose(full.decode(t.encode(x)), t.decode(t.encode(x)))
+    # a file without the stored config: the CNN architecture is read off the weights' shapes
+    from peco_mm.tokenizer.tokenizer import checkpoint_arch, infer_cnn_arch
+    (tmp_path / 'bare').mkdir()
+    bare, _, _ = _save_trained(tmp_path / 'bare', with_meta=False)
+    inferred = infer_cnn_arch(torch.load(bare)['state_dict'])
+    assert inferred == dict(encoder_type='cnn', base_channels=8, channel_mult=(1, 2, 2),
+                            num_res_blocks=1, num_embeddings=32, embed_dims=8)
+    meta = checkpoint_arch(torch.load(path), path)
+    assert {k: (tuple(v) if k == 'channel_mult' else v) for k, v in meta.items()
+            if k in inferred} == inferred
+    assert torch.equal(FrozenPeCoTokenizer(bare).encode(x), t.encode(x))
+    torch.save({'state_dict': {'foo.weight': torch.zeros(2)}}, tmp_path / 'bogus.pth')
+    with pytest.raises(ValueError, match='bogus.pth.*architecture is unknown'):
+        FrozenPeCoTokenizer(str(tmp_path / 'bogus.pth'))
+    with pytest.raises(TypeError, match="unknown arguments \\['decay'\\]"):
+        FrozenPeCoTokenizer(path, decay=0.5)
+    with pytest.raises(FileNotFoundError, match='model.target_generator.checkpoint'):
+        FrozenPeCoTokenizer(str(tmp_path / 'missing.pth'))
+
+
+def test_encode_is_the_quantizers_encode_of_the_encoder_output():
+    t = tiny().train()
+    x = blocky_images(4)
+    t(x, mode='loss')
+    t.eval()
+    with torch.no_grad():
+        expected = t.quantizer.encode(t.encoder(x))
+    assert torch.equal(t.encode(x), expected)
+    # bf16 on request runs the encoder under CPU autocast; the search stays fp32
+    assert t.encode(x, bf16=True).shape == expected.shape
+
+
+def test_perceptual_gradient_share_is_logged_from_the_last_backward():
+    """percep_grad_share at step 2 = ||λ∇L_percep|| / (||∇L_pixel|| + ||λ∇L_percep||) at the
+    reconstruction of step 1, as computed by autograd separately."""
+    from peco_mm.evaluation.loss_balance import perceptual_gradient_shares
+    vit = dict(net='vit', allow_random=True, layers=(1,), vit_cfg=TINY_VIT)
+    t = tiny(perceptual_weight=3.0, perceptual_cfg=vit).train()
+    x = blocky_images(4)
+    torch.manual_seed(1)
+    losses = t(x, mode='loss')
+    assert 'percep_grad_share' not in losses  # nothing measured before the first backward
+    t.quantizer.eval()  # the same codebook for the by-hand reconstruction
+    with torch.no_grad():
+        recon = t.reconstruct(x)[0]
+    expected = perceptual_gradient_shares(t.perceptual, x, recon, lambdas=(3.0,))[3.0]
+    t.quantizer.train()
+    sum(v for k, v in losses.items() if k.startswith('loss')).backward()
+    share = t(x, mode='loss')['percep_grad_share']
+    assert 0.01 < expected < 0.99
+    assert abs(float(share) - expected) < 1e-5, (float(share), expected)
+
+
+def test_classification_codeword_loss():
+    """Table 6, row 1: cross-entropy of a linear classifier on the pooled quantised codewords;
+    its gradient reaches the encoder (straight through) and the classifier, not the decoder."""
+    from mmpretrain.structures import DataSample
+    t = tiny(codeword_loss='classification', codeword_loss_cfg=dict(num_classes=3)).train()
+    x = blocky_images(6)
+    labels = [0, 1, 2, 0, 1, 2]
+    samples = [DataSample().set_gt_label(y) for y in labels]
+    torch.manual_seed(1)
+    t(x, samples, mode='loss')  # initialises the codebook
+    t.quantizer.eval()  # fixed codebook from here on: the by-hand codewords are the step's
+    losses = t(x, samples, mode='loss')
+    with torch.no_grad():
+        zq = t.quantizer.codes_to_vectors(t.encode(x))  # the step's codewords
+        fc = t.codeword_loss.head.fc
+        expected = F.cross_entropy(fc(zq.mean((2, 3))), torch.tensor(labels))
+    assert torch.allclose(losses['loss_codeword'], expected, atol=1e-5)
+    t.zero_grad()
+    losses['loss_codeword'].backward()
+    assert t.encoder.conv_out.weight.grad.abs().sum() > 0 and fc.weight.grad.abs().sum() > 0
+    assert t.decoder.conv_out.weight.grad is None
+    with pytest.raises(ValueError, match='needs image labels'):
+        t.train()(x, [DataSample() for _ in labels], mode='loss')
+
+
+def test_contrastive_codeword_loss(monkeypatch):
+    """Table 6, row 2: MoCo v2 on pooled quantised codewords. With the second view set to
+    the image itself, the momentum encoder equal to the online one at the first step gives
+    keys = queries: loss = CE([1, q·queue] / τ, 0); the keys then enter the queue, and the
+    momentum encoder moves by 0.001 towards the online one."""
+    from peco_mm.tokenizer.codeword_loss import CodewordContrastiveLoss
+    cfg = dict(queue_size=8, proj_dims=4, hid_dims=16, temperature=0.2)
+    t = tiny(codeword_loss='contrastive', codeword_loss_cfg=cfg).train()
+    cl = t.codeword_loss
+    assert isinstance(cl, CodewordContrastiveLoss)
+    monkeypatch.setattr(cl, 'second_view', lambda img: img)
+    x = blocky_images(3)
+    torch.manual_seed(1)
+    t.quantizer(t.encoder(x))  # initialises the codebook
+    t.quantizer.eval()  # fixed codebook from here on: the by-hand codewords are the step's
+    queue = cl.queue.clone()
+    loss = t(x, mode='loss')['loss_codeword']
+    with torch.no_grad():
+        zq = t.quantizer.codes_to_vectors(t.encode(x))
+        q = F.normalize(cl.neck((zq,))[0], dim=1)  # (3, 4)
+    logits = torch.cat([torch.ones(3, 1), q @ queue.t()], 1) / 0.2
+    assert torch.allclose(loss, F.cross_entropy(logits, torch.zeros(3, dtype=torch.long)),
+                          atol=1e-4)
+    assert torch.allclose(cl.queue[:3], q, atol=1e-5) and int(cl.queue_ptr) == 3
+    enc_k = cl.momentum_encoder.module[0]
+    for pk, p in zip(enc_k.parameters(), t.encoder.parameters()):
+        assert torch.equal(pk, p) and not pk.requires_grad
+    w0 = t.encoder.conv_out.weight.detach().clone()
+    opt = torch.optim.SGD([p for p in t.parameters() if p.requires_grad], lr=0.1)
+    loss.backward()
+    opt.step()
+    w1 = t.encoder.conv_out.weight.detach().clone()
+    assert not torch.equal(w0, w1)
+    t(x, mode='loss')
+    # the momentum encoder moved before the step's keys: 0.999 · w0 + 0.001 · w1
+    assert torch.allclose(enc_k.conv_out.weight, 0.999 * w0 + 0.001 * w1, atol=1e-7)
+    assert int(cl.queue_ptr) == 6
 
 
 def test_adversarial_loss_moves_each_network_by_its_own_loss():

@@ -24,7 +24,9 @@ train_dataloader = dict(batch_size=6, num_workers=0, persistent_workers=False,
 test_dataloader = dict(batch_size=6, num_workers=0, persistent_workers=False,
     dataset=dict(_delete_=True, type='CustomDataset', data_root='{data}', data_prefix='val',
                  pipeline=test_pipeline))
-test_evaluator = dict(num_embeddings=64, probe_epochs=100)
+test_evaluator = dict(num_embeddings=64, probe_epochs=100,
+                      perceptual=dict(checkpoint='{percep}', layers=(1, 2),
+                                      vit_cfg=dict(num_heads=4)))
 optim_wrapper = dict(optimizer=dict(lr=3e-3))
 param_scheduler = [dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=5)]
 train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters={iters})
@@ -67,6 +69,8 @@ def test_train_then_test_tool(tmp_path, image_folder):
     pix = [r['loss_pixel'] for r in recs if 'loss_pixel' in r]
     assert len(pix) >= 6 and pix[-1] < 0.8 * pix[0], pix
     assert all(r['loss_percep'] > 0 for r in recs if 'loss_pixel' in r)
+    shares = [r['percep_grad_share'] for r in recs if 'percep_grad_share' in r]
+    assert len(shares) >= 5 and all(0 < v < 1 for v in shares)  # logged with the losses
     usage = [r['codebook_usage'] for r in recs if 'codebook_usage' in r]
     assert len(usage) >= 6 and all(0 < u <= 1 for u in usage)
     assert any('codebook_perplexity' in r and r['codebook_perplexity'] > 1 for r in recs)
@@ -79,10 +83,23 @@ def test_train_then_test_tool(tmp_path, image_folder):
     assert {'psnr', 'ssim', 'perceptual', 'usage', 'perplexity',
             'codeword_probe_acc'} <= set(got), log[-2000:]
     assert 5 < got['psnr'] < 60 and -1 <= got['ssim'] <= 1 and 0 < got['usage'] <= 1
+    # the same weights built as a lambda = 0 tokenizer (no perceptual network of its own) get
+    # the same perceptual distance: the metric's one network measures every tokenizer
+    out0 = run_tool(['tools/test.py', cfg, ckpt, '--work-dir', tmp_path / 't0',
+                     '--cfg-options', 'model.perceptual_weight=0'])
+    got0 = dict(re.findall(r'tokenizer/(\w+): ([\d.]+)', out0.stdout + out0.stderr))
+    assert float(got0['perceptual']) == got['perceptual'] > 0
     # the trained checkpoint loads as a frozen target generator
     from peco_mm.tokenizer import PeCoTokenizer
     gen = PeCoTokenizer.from_checkpoint(str(ckpt))
     assert gen.num_embeddings == 64 and gen.encode(torch.zeros(2, 3, 32, 32)).shape == (2, 8, 8)
+    # ... and as the pretraining configs build it, from the file alone (the run stored its
+    # config in the checkpoint: 3 stages of 8/16/16 channels, K = 64, D = 16)
+    from peco_mm.tokenizer import FrozenPeCoTokenizer
+    frozen = FrozenPeCoTokenizer(str(ckpt))
+    assert (frozen.num_embeddings, frozen.embed_dims, frozen.downsample) == (64, 16, 4)
+    x0 = torch.rand(3, 3, 32, 32) * 2 - 1
+    assert torch.equal(frozen.encode(x0), gen.encode(x0))
     # the tools on the same checkpoint: code file and reconstruction grid
     tokenize = _load_tool('tokenize_dataset')
     tokenize.main([str(ckpt), str(image_folder / 'val'), '--out', str(tmp_path / 'codes.npz'),
@@ -92,6 +109,18 @@ def test_train_then_test_tool(tmp_path, image_folder):
     assert z['codes'].shape == (12, 8, 8) and len(z['files']) == 12
     x = torch.stack([_tool_image(image_folder / 'val' / f) for f in z['files'][:2]])
     assert np.array_equal(z['codes'][:2], gen.encode(x).numpy())
+    # the measurement tools on the same checkpoint
+    agree = _load_tool('measure_code_agreement').main(
+        ['--checkpoint', str(ckpt), '--images', str(image_folder / 'val'), '--img-size', '32',
+         '--num', '4'])
+    assert agree['codes'] == 4 * 64 and 0.5 < agree['agreement'] <= 1
+    shares = _load_tool('measure_grad_share').main(
+        ['--perceptual-checkpoint', str(percep), '--layers', '1', '2', '--num-heads', '4',
+         '--tokenizer', str(ckpt), '--images', str(image_folder / 'val'), '--img-size', '32',
+         '--num', '4', '--lambdas', '1', '10'])
+    for r in shares.values():  # a larger lambda, a larger share
+        assert 0 < r[1.0] < r[10.0] < 1
+    assert shares['sum'][1.0] > shares['mean'][1.0]  # summed over 32 channels, not averaged
     vis = _load_tool('visualize_reconstructions')
     vis.main([str(ckpt), str(image_folder / 'val'), '--out', str(tmp_path / 'grid.png'),
               '--num', '4', '--img-size', '32'])

@@ -21,10 +21,6 @@ model = dict(
     type='PeCo',
     backbone=dict(_base_.vit_b, rel_pos_bias='shared', use_mask_token=True),
     head=dict(type='PeCoMIMHead'),
-    # the paper's tokenizer (16x down, K = 8192); its arguments must match the tokenizer
-    # config it was trained with. Encoder + codebook only, frozen; inputs in [-1, 1].
-    target_generator=dict(
-        type='PeCoTokenizer',
-        with_decoder=False,
-        frozen=True,
-        init_cfg=dict(type='Pretrained', checkpoint=tokenizer_checkpoint)))
+    # the paper's tokenizer (16x down, K = 8192): encoder + codebook, frozen, inputs in
+    # [-1, 1]; its architecture is read from the checkpoint (tools/train.py stores the config)
+    target_generator=dict(type='FrozenPeCoTokenizer', checkpoint=tokenizer_checkpoint))
