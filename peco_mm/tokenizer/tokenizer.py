@@ -575,16 +575,15 @@ def _read(path: str) -> dict:
 
 def checkpoint_arch(ckpt: dict, path: str, overrides: dict | None = None) -> dict:
     """The tokenizer architecture (`ARCH_KEYS`) of a checkpoint, from the first source that
-    has it: the config mmengine's Runner stores as text in `meta.cfg` (a tokenizer run's
-    `model`, or the `target_generator` of a pretraining run that spelled it out); else the
-    shapes of a CNN encoder and codebook in the state dict (e.g. a pretraining checkpoint
-    whose target generator was a `FrozenPeCoTokenizer`). Arguments not found take
-    `PeCoTokenizer`'s defaults; `overrides` win."""
+    has it: `overrides`, then the config mmengine's Runner stores as text in `meta.cfg` (a
+    tokenizer run's `model`, or the `target_generator` of a pretraining run that spelled it
+    out), then the shapes of a CNN encoder and codebook in the state dict (e.g. a pretraining
+    checkpoint whose target generator was a `FrozenPeCoTokenizer`), then `PeCoTokenizer`'s
+    defaults."""
     overrides = dict(overrides or {})
     model = _tokenizer_cfg(ckpt, path)
-    if model is None:
-        model = infer_cnn_arch(tokenizer_state_dict(ckpt))
-    if model is None and not overrides:
+    shapes = infer_cnn_arch(tokenizer_state_dict(ckpt))
+    if model is None and shapes is None and not overrides:
         raise ValueError(
             f'{path}: the checkpoint stores no tokenizer config (meta.cfg) and holds no CNN '
             'tokenizer encoder + codebook, so the architecture is unknown. Use a checkpoint '
@@ -592,8 +591,8 @@ def checkpoint_arch(ckpt: dict, path: str, overrides: dict | None = None) -> dic
             f'({", ".join(ARCH_KEYS)}) next to the checkpoint')
     defaults = {k: p.default for k, p in inspect.signature(PeCoTokenizer).parameters.items()
                 if k in ARCH_KEYS}
-    return {**defaults, **{k: v for k, v in (model or {}).items() if k in ARCH_KEYS},
-            **overrides}
+    return {**defaults, **(shapes or {}),
+            **{k: v for k, v in (model or {}).items() if k in ARCH_KEYS}, **overrides}
 
 
 def _tokenizer_cfg(ckpt: dict, path: str) -> dict | None:

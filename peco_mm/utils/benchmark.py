@@ -401,11 +401,13 @@ def train_step(cfg, batch: int, device: str, amp: str = 'auto'):
 
 def bench_config_steps(configs: Sequence[str], batch: int, steps: int, warmup: int,
                        device: str) -> list[dict]:
-    """Median seconds of a training step of each config at `batch` (random weights)."""
+    """Median seconds of a training step of each config at `batch` (random weights), in the
+    precision tools/train.py trains it: the config's AMP on CUDA, fp32 without CUDA."""
     rows = []
+    amp = 'auto' if device.startswith('cuda') else 'none'
     for path in configs:
         cfg = load_config(path)
-        step, model = train_step(cfg, batch, device)
+        step, model = train_step(cfg, batch, device, amp)
         sec = statistics.median(time_steps(step, steps, warmup, device))
         rows.append(dict(config=path.rsplit('/', 1)[-1], batch=batch,
                          params_m=round(sum(p.numel() for p in model.parameters()) / 1e6, 1),

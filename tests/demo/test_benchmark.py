@@ -72,11 +72,13 @@ def test_memory_plan_extrapolates_and_says_so(capsys):
     from peco_mm.utils import benchmark as bm
     config = str(ROOT / 'configs' / 'demo' / 'finetune_tiny_cls.py')
     cfg = bm.load_config(config)
-    plan = bm.plan_memory(cfg, [16, 256], 'cpu', measure=(4, 8))
+    # the config trains with bf16 AMP, which 'auto' follows; the fit is checked in fp32
+    assert bm.config_amp(cfg) == 'bf16'
+    plan = bm.plan_memory(cfg, [16, 256], 'cpu', measure=(4, 8), amp='none')
     m = plan['model']
     assert plan['estimated'] and plan['amp'] == 'none'
     assert m.per_image['forward'] > 0 and m.per_image['backward'] > 0
-    measured = bm.peak_step_memory(bm.load_config(config), 16, 'cpu')
+    measured = bm.peak_step_memory(bm.load_config(config), 16, 'cpu', 'none')
     assert abs(plan['peak'][16] - max(measured.values())) < 0.01 * max(measured.values())
     assert plan['peak'][256] == pytest.approx(max(m.line(p, 256) for p in m.fixed))
     # the update holds weights, gradients and AdamW's two moments; the end of the forward

@@ -83,9 +83,9 @@ def test_other_ops_raise_one_line_error_naming_op_and_full_build():
                                    sampling_ratio=0, pool_mode=0, aligned=True)
 
 
-def run_python(code, tmp_path, pythonpath):
+def run_python(code, tmp_path, pythonpath, flags=()):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(map(str, pythonpath)), OMP_NUM_THREADS='1')
-    proc = subprocess.run([sys.executable, '-c', code], cwd=tmp_path, env=env,
+    proc = subprocess.run([sys.executable, *flags, '-c', code], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc.stdout.strip().splitlines()[-1]
@@ -111,10 +111,13 @@ def test_startup_hook_steps_aside_for_compiled_ext(tmp_path):
 
 
 def test_startup_hook_is_quiet_without_peco_mm(tmp_path):
-    # a venv whose peco_mm was removed, or an older checkout on PYTHONPATH: nothing happens
+    # a venv whose peco_mm was removed: nothing happens. -S leaves out site-packages (where this
+    # venv's editable peco_mm would be found), so only tmp_path is searched
     code = f"exec(open({str(PTH)!r}).read()); import sys; print(len(sys.meta_path))"
-    bare = run_python('import sys; print(len(sys.meta_path))', tmp_path, [tmp_path])
-    assert run_python(code, tmp_path, [tmp_path]) == bare
+    bare = run_python('import sys; print(len(sys.meta_path))', tmp_path, [tmp_path], ['-S'])
+    assert run_python(code, tmp_path, [tmp_path], ['-S']) == bare
+    # and with peco_mm importable, the hook adds its finder
+    assert int(run_python(code, tmp_path, [ROOT], ['-S'])) == int(bare) + 1
 
 
 def test_hosts_import_and_run_on_the_shim(tmp_path):

@@ -56,3 +56,19 @@ def test_gradient_shares_of_the_two_channel_reductions():
         assert abs(shares['mean'][lam] - lam * r_mean / (1 + lam * r_mean)) < 1e-5
         rs = 32 * r_mean
         assert abs(shares['sum'][lam] - lam * rs / (1 + lam * rs)) < 1e-5
+
+
+def test_measurement_images_from_a_folder_are_the_tools_centre_crops(tmp_path):
+    import numpy as np
+    from PIL import Image
+
+    from peco_mm.evaluation.inputs import measurement_images
+    rng = np.random.default_rng(0)
+    for i, (h, w) in enumerate([(20, 30), (24, 16), (16, 16)]):
+        Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(
+            tmp_path / f'{i}.png')
+    x = measurement_images(str(tmp_path), size=16, num=2)
+    assert x.shape == (2, 3, 16, 16) and -1 <= x.min() and x.max() <= 1
+    # the 16x16 image is third: not taken; the 24x16 one is taken as a centre crop
+    arr = np.asarray(Image.open(tmp_path / '1.png'), dtype=np.float32)[4:20]
+    assert torch.allclose(x[1], torch.from_numpy(arr).permute(2, 0, 1) / 127.5 - 1, atol=1e-6)

@@ -34,6 +34,7 @@ default_hooks = dict(checkpoint=dict(type='CheckpointHook', by_epoch=False, inte
                      logger=dict(type='LoggerHook', interval=5))
 custom_hooks = [dict(type='CodebookHealthHook', interval=5, usage_threshold=0.99),
                 dict(type='ReconstructionVisHook', interval={iters}, num_images=4)]
+randomness = dict(seed=0)
 log_processor = dict(by_epoch=False)
 env_cfg = dict(dist_cfg=dict(backend='gloo'))
 """

@@ -25,7 +25,7 @@ randomness = dict(seed=0)
 # writes, with a tokenizer checkpoint from tools/train.py (see `tiny_peco`): 4 images per step
 TINY_PECO = """
 _base_ = '{root}/configs/demo/pretrain_tiny_photos.py'
-model = dict(target_generator=dict(init_cfg=dict(checkpoint='{tokenizer}')))
+model = dict(target_generator=dict(checkpoint='{tokenizer}'))
 train_dataloader = dict(batch_size=4, dataset=dict(data_root='{data}'))
 param_scheduler = []
 train_cfg = dict(max_iters={iters})
