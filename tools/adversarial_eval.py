@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Adversarial robustness of a fine-tuned classifier (PeCo appendix, Table 13): top-1 on the
+"""Adversarial robustness of a fine-tuned classifier (PeCo appendix, Table 11): top-1 on the
 test set, clean and under BIM and MI-FGSM with an L-inf budget of eps = 2/255, 20 iterations.
 
 The attacks work on the pixels as loaded (0..255, RGB after the data preprocessor's channel

@@ -20,10 +20,21 @@ The tests replay each case with :func:`run_case` on the shim and compare.
 import argparse
 import os.path as osp
 
-import torch
-
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 DEFAULT_OUT = osp.join(ROOT, 'tests', 'ops', 'data', 'mmcv_ops_2.1.0.pt')
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument('--out', default=DEFAULT_OUT, help='fixture file to write')
+    return parser.parse_args(argv)
+
+
+if __name__ == '__main__':
+    ARGS = parse_args()  # --help answers before torch is imported
+
+import torch  # noqa: E402
 FEATURE_SHAPE = (2, 3, 10, 12)  # (B, C, H, W)
 OUTPUT_SIZE = (3, 4)  # (h, w): not square, so a swapped axis shows
 
@@ -119,11 +130,7 @@ def run_case(case: dict) -> dict:
     return dict(dets=dets, keep=keep)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('--out', default=DEFAULT_OUT, help='fixture file to write')
-    args = parser.parse_args()
-
+def main(args: argparse.Namespace) -> None:
     import mmcv
     import mmcv._ext
     import torchvision
@@ -141,4 +148,4 @@ def main() -> None:
 
 
 if __name__ == '__main__':
-    main()
+    main(ARGS)

@@ -1,6 +1,6 @@
 # Stage 2 of `make demo`: the PeCo tokenizer recipe (configs/peco/tokenizer_vqvae_in1k.py:
 # EMA VQ-VAE, pixel + lambda=1 perceptual loss, Adam (0.5, 0.95)) at toy scale on the demo photo
-# crops: 64 px, 8x down (one stage fewer, as Table 8's 8x variant) -> 8x8 codes = the toy
+# crops: 64 px, 8x down (one stage fewer, as Table 12's 8x variant) -> 8x8 codes = the toy
 # ViT's 8x8 patch grid, 16 base channels, 1 res block, K = 128, D = 32. The perceptual network
 # is the toy MoCo v3 ViT of stage 1 (converted to PeCoViT), blocks 1-4 of 4 standing in for
 # blocks 3/6/9/12 of 12. Deviations: lr 1e-3 and iterations instead of 5e-5 / 100 epochs.

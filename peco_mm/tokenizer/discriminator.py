@@ -1,4 +1,4 @@
-"""Patch discriminator for the adversarial ablation of PeCo (Table 9, Eq. 7): a PatchGAN
+"""Patch discriminator for the adversarial ablation of PeCo (Table 7, Eq. 7): a PatchGAN
 (Isola et al. 2017; Li & Wand 2016) that scores overlapping patches as real or reconstructed.
 Adding its loss (weight 0.4) did not help transfer in the paper; it is there to reproduce that.
 """

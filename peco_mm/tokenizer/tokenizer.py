@@ -195,7 +195,7 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
         base_channels, channel_mult, num_res_blocks: CNN encoder; (1, 2, 4, 8, 8) on 64 is
             the 16× default, (1, 2, 4, 8) the 8× variant, 32 with (1, 2, 4, 8, 16) the lite one.
         decoder_base_channels, decoder_num_res_blocks: decoder overrides (None = as the
-            encoder); half channel / half depth decoders of Table 8.
+            encoder); half channel / half depth decoders of Table 12.
         vit_cfg: for encoder_type='vit': PeCoViT arguments of the encoder (and decoder
             depth/width unless decoder_vit_cfg is given), e.g. dict(arch='base', img_size=224).
         num_embeddings, embed_dims: K and D of the codebook.
