@@ -158,3 +158,5 @@ def test_both_pip_install_modes_put_the_hook_in_site_packages(tmp_path):
     for wheel in wheels:
         with zipfile.ZipFile(out / wheel) as zf:
             assert zf.read('peco_mm_mmcv_ext.pth').decode() == PTH.read_text(), wheel
+    with zipfile.ZipFile(out / wheels[0]) as zf:  # PEP 561 marker, with the package
+        assert 'peco_mm/py.typed' in zf.namelist()
