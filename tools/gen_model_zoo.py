@@ -110,6 +110,8 @@ def render(metafile: dict) -> str:
         for m in rows:
             meta = m['Metadata']
             batch = f"{meta['Batch Size']} = {meta['GPUs']} x {meta['Batch Per GPU']}"
+            if meta.get('Accumulation', 1) != 1:
+                batch += f" x {meta['Accumulation']}"
             weights = m.get('Weights') or 'not trained'
             lines.append(
                 f"| [{m['Name']}](../{m['Config']}) | {meta['Task']} | "

@@ -310,6 +310,15 @@ def build_runner(cfg: Config):
     if vis and Visualizer.check_instance_created(vis.get('name', '')):
         # an earlier run in this process (the demo, tests) holds that name
         vis.name = f"{vis.name}_{len(Visualizer._instance_dict)}"
+    if not cfg.get('experiment_name'):
+        # mmengine names the run's logger, message hub and (unnamed) visualizer
+        # <config>_<timestamp>; a second run of the same config in this process within the
+        # same second would get the first run's instances, which write to the first work dir
+        stem = osp.splitext(osp.basename(cfg.filename or 'config'))[0]
+        name = f"{stem}_{datetime.datetime.now().strftime('%Y%m%d_%H%M%S')}"
+        if Visualizer.check_instance_created(name):
+            name = f'{name}_{len(Visualizer._instance_dict)}'
+        cfg.experiment_name = name
     if cfg.get('runner_type'):
         strategy = str((cfg.get('strategy') or {}).get('type', ''))
         if cfg.launcher == 'none' and ('FSDP' in strategy or 'DeepSpeed' in strategy):
