@@ -130,9 +130,8 @@ def test_auto_scale_lr_scales_by_total_batch(cls_cfg, tmp_path, isolated_mmengin
     assert logged[1] == pytest.approx(0.25 * logged[0])
 
 
-def test_two_runs_in_the_same_second_log_to_their_own_work_dirs(cls_cfg, tmp_path,
-                                                                  isolated_mmengine,
-                                                                  monkeypatch):
+def test_two_runs_in_the_same_second_log_to_their_own_work_dirs(
+        cls_cfg, tmp_path, isolated_mmengine, monkeypatch):
     # mmengine names a run's visualizer <config>_<timestamp>: with the clock frozen both runs
     # get one timestamp, and without a distinct experiment name the second run's scalars
     # would go to the first run's folder
