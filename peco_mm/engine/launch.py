@@ -101,8 +101,13 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
         check_dataset_paths(cfg, phases=('test',))
     add_vis_backends(cfg, vis_backends)
     notes = [fall_back_to_fp32_on_cpu(cfg), sharded_clip_note(cfg)]
+    if mode == 'train':  # atomic checkpoints, NaN guard, resume fallback and check
+        from .hooks.safeguards import add_safeguards, guard_train_data
+        notes += add_safeguards(cfg)
     setup_cpu_distributed(cfg)
     runner = build_runner(cfg)
+    if mode == 'train':  # bad training samples: named, or skipped (config `bad_samples`)
+        guard_train_data(runner)
     for note in filter(None, notes):
         runner.logger.warning(note)
     if mode == 'train':
