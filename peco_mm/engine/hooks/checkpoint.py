@@ -47,8 +47,8 @@ class AtomicCheckpointHook(CheckpointHook):
 
     def _save_checkpoint_with_step(self, runner, step, meta) -> None:
         stale = []
-        repeated = bool(self.keep_ckpt_ids) and self.keep_ckpt_ids[-1] == step
-        if self.max_keep_ckpts > 0 and not repeated:
+        keep = self.max_keep_ckpts > 0  # (keep_ckpt_ids exists only then)
+        if keep and not (self.keep_ckpt_ids and self.keep_ckpt_ids[-1] == step):
             if len(self.keep_ckpt_ids) == self.max_keep_ckpts:
                 stale.append(self.keep_ckpt_ids.popleft())
             self.keep_ckpt_ids.append(step)

@@ -16,6 +16,7 @@ import torch.distributed as dist
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from mmengine.optim import OptimWrapperDict
+from mmengine.runner import EpochBasedTrainLoop
 
 from ...registry import HOOKS
 
@@ -90,7 +91,7 @@ class NonFiniteLossHook(Hook):
         shown = ', '.join(f'{k}={v:.4g}' for k, v in values.items()
                           if isinstance(v, float))
         where = f'iteration {runner.iter + 1}'
-        if getattr(runner.train_loop, 'max_epochs', None):
+        if isinstance(runner.train_loop, EpochBasedTrainLoop):
             where += f' (epoch {runner.epoch + 1})'
         return (f'Non-finite loss at {where} in {", ".join(bad)} ({shown}). {ADVICE} To skip '
                 'such steps instead of stopping: nonfinite_loss = dict(max_skips=N).')
