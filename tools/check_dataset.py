@@ -17,8 +17,8 @@ EPILOG = """examples:
   tools/check_dataset.py configs/peco/pretrain_vitb_in1k_300e.py --workers 16
   tools/check_dataset.py configs/peco/upernet_vitb_ade20k.py --split train val
   tools/check_dataset.py CONFIG --cfg-options train_dataloader.dataset.data_root=data/imagenet
-then, to train past the few bad files it found:
-  tools/train.py CONFIG --cfg-options bad_samples.policy=skip bad_samples.max_skips=20
+to train past a few bad files instead, put in the config:
+  bad_samples = dict(policy='skip', max_skips=20)
 """
 SPLITS = ('train', 'val', 'test')
 

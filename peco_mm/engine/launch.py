@@ -15,7 +15,9 @@ tests all call it. It
   and wraps the model with `device_ids=[local_rank]`, so on CPU we start the gloo group
   ourselves (with `env_cfg.dist_cfg.timeout`) and wrap with `device_ids=None`;
 - checks dataset and pretrained-checkpoint paths before the runner starts, naming the config
-  key and the expected folder layout.
+  key and the expected folder layout;
+- adds the training safeguards of `peco_mm.engine.hooks.safeguards` (atomic checkpoints,
+  resume fallback and check, non-finite loss guard, bad-sample policy).
 """
 from __future__ import annotations
 

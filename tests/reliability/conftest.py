@@ -3,7 +3,7 @@ folder the test writes) and mmengine's global state isolated for runs inside the
 import pytest
 
 from tests.conftest import ROOT
-from tests.dense.conftest import ade_root  # noqa: F401
+from tests.dense.conftest import ade_root, coco_root  # noqa: F401
 from tests.tools.conftest import isolated_mmengine, run_log, scalars  # noqa: F401
 
 TINY_CLS = """

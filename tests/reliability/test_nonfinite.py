@@ -6,9 +6,12 @@ import math
 import pytest
 import torch
 
-from tests.dense.conftest import TINY_UPERNET, write_cfg
+from tests.dense.conftest import TINY_MASK_RCNN, TINY_UPERNET, write_cfg
 from tests.mim.conftest import fitted_tokenizer, halves_images, save_tokenizer, write_config
 from tests.reliability.conftest import run_log, write_cls
+
+# PeCo_MAE's decoder at toy size (as the pretraining tests use it)
+MAE_NECK = "neck=dict(grid=4, embed_dims=32, num_layers=1, num_heads=4)"
 
 
 def assert_finite_checkpoints(work_dir):
@@ -29,11 +32,14 @@ def peco_parts(tmp_path_factory):
     return root / 'data', save_tokenizer(fitted_tokenizer(imgs), str(root / 'tok.pth'))
 
 
-def test_diverging_peco_pretraining_stops(tmp_path, peco_parts, isolated_mmengine):
+@pytest.mark.parametrize('base, extra', [
+    ('pretrain_vitb_in1k_300e.py', {}),
+    ('pretrain_mae_vitb_in1k_800e.py', dict(mask=False, model_extra=MAE_NECK)),
+], ids=['peco', 'peco_mae'])
+def test_diverging_pretraining_stops(tmp_path, peco_parts, isolated_mmengine, base, extra):
     from peco_mm.engine.launch import run
     data, tok = peco_parts
-    cfg = write_config(tmp_path / 'peco.py', 'pretrain_vitb_in1k_300e.py', tok, str(data),
-                       iters=30)
+    cfg = write_config(tmp_path / 'peco.py', base, tok, str(data), iters=30, **extra)
     work = tmp_path / 'work'
     opts = {'optim_wrapper.optimizer.lr': 1e6, 'optim_wrapper.clip_grad': None,
             'default_hooks.checkpoint.interval': 1, 'default_hooks.checkpoint.max_keep_ckpts': 3}
@@ -89,3 +95,38 @@ def test_skip_nonfinite_steps_up_to_max(tmp_path, cls_data, isolated_mmengine):
     log = run_log(tmp_path / 'work')
     assert 'iteration 2 in loss' in log and 'step skipped (1 of max_skips=2)' in log
     assert 'iteration 3 in loss' in log and 'step skipped (2 of max_skips=2)' in log
+
+
+def test_diverging_mask_rcnn_stops(tmp_path, coco_root, isolated_mmengine):
+    from peco_mm.engine.launch import run
+    cfg = write_cfg(tmp_path / 'mrcnn.py', TINY_MASK_RCNN, data=coco_root, lr=1e6, epochs=3)
+    work = tmp_path / 'work'
+    with pytest.raises(FloatingPointError, match=r'Non-finite loss at iteration \d+ \(epoch '
+                       r'\d+\) in [a-z_]*loss'):
+        run(str(cfg), str(work), {'default_hooks.checkpoint.interval': 1,
+                                  'optim_wrapper.clip_grad': None})
+    assert_finite_checkpoints(work)
+
+
+def test_nan_weights_are_never_saved(tmp_path, cls_data, isolated_mmengine):
+    """Weights turned NaN by a finite loss (e.g. an overflowing update): the checkpoint at
+    that step is refused and the earlier one stays."""
+    from mmengine.hooks import Hook
+
+    from peco_mm.engine.launch import run
+    from peco_mm.registry import HOOKS
+
+    @HOOKS.register_module(force=True)
+    class PoisonWeightsAt(Hook):
+        def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+            if runner.iter + 1 == 3:
+                with torch.no_grad():
+                    runner.model.head.fc.weight[0, 0] = math.inf
+
+    cfg = write_cls(tmp_path / 'cls.py', cls_data, iters=4, interval=1, keep=1,
+                    extra="custom_hooks = [dict(type='PoisonWeightsAt', priority='HIGH')]\n")
+    with pytest.raises(FloatingPointError, match=r'not saving iter_3.pth: 1 weight tensors hold '
+                       r'NaN/inf \(head.fc.weight\); the earlier checkpoints are kept'):
+        run(str(cfg), str(tmp_path / 'work'))
+    assert [p.name for p in (tmp_path / 'work').glob('*.pth')] == ['iter_2.pth']
+    assert_finite_checkpoints(tmp_path / 'work')
