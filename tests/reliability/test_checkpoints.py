@@ -96,3 +96,18 @@ def test_resume_falls_back_to_newest_readable(tmp_path, damage):
     why = 'missing' if damage == 'missing' else 'truncated or corrupt'
     assert notes == [f'resume: skipped {newest}: ' + notes[0].split(': ', 2)[2]]
     assert why in notes[0]
+
+
+def test_resume_from_a_truncated_path_says_so(tmp_path, cls_data, isolated_mmengine):
+    from peco_mm.engine.launch import run
+    cfg = write_cls(tmp_path / 'cls.py', cls_data)
+    work = tmp_path / 'work'
+    work.mkdir()
+    good = work / 'iter_2.pth'
+    torch.save({'meta': {'iter': 2}, 'state_dict': {}}, good)
+    bad = work / 'iter_4.pth'
+    bad.write_bytes(good.read_bytes()[:100])
+    with pytest.raises(ValueError, match=rf'--resume {bad}: not a readable torch checkpoint '
+                       rf'\(100 bytes; truncated or corrupt\)\. The newest readable checkpoint '
+                       rf'of the work dir is {good}'):
+        run(str(cfg), str(work), resume=str(bad))

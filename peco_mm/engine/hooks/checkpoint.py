@@ -21,6 +21,7 @@ import os.path as osp
 import zipfile
 
 import torch
+import torch.distributed as dist
 from mmengine.dist import is_main_process
 from mmengine.hooks import CheckpointHook
 from mmengine.model import is_model_wrapper
@@ -74,14 +75,17 @@ class AtomicCheckpointHook(CheckpointHook):
 def atomic_saver(runner, save):
     """Wrap `runner.save_checkpoint`: refuse non-finite weights, write `<name>.part`, fsync,
     rename it to `<name>`."""
+    # DeepSpeed writes a folder from every rank: renamed by one rank it could be incomplete
+    sharded = 'DeepSpeed' in type(getattr(runner, 'strategy', None)).__name__
+
     @functools.wraps(save)
     def save_atomically(out_dir, filename, *args, **kwargs):
         check_finite_weights(runner.model, filename)
-        if '://' in str(out_dir):
+        if '://' in str(out_dir) or sharded:
             return save(out_dir, filename, *args, **kwargs)
         result = save(out_dir, filename + PART_SUFFIX, *args, **kwargs)
         part = osp.join(out_dir, filename + PART_SUFFIX)
-        if osp.exists(part):  # only the main process writes (Runner.save_checkpoint)
+        if is_main_process() and osp.exists(part):  # the main process wrote it
             commit_file(part, osp.join(out_dir, filename))
         return result
     save_atomically.is_atomic = True
@@ -96,6 +100,11 @@ def check_finite_weights(model: torch.nn.Module, filename: str) -> None:
         return
     tensors = list(module.named_parameters()) + list(module.named_buffers())
     bad = [n for n, t in tensors if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        count = torch.tensor([float(len(bad))], device=tensors[0][1].device if tensors else None)
+        dist.all_reduce(count)  # every rank refuses together (FSDP: each checks its shard)
+        if count.item() and not bad:
+            bad = ['(on another rank)']
     if bad:
         shown = ', '.join(bad[:3]) + (' ...' if len(bad) > 3 else '')
         raise FloatingPointError(

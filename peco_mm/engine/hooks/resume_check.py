@@ -39,7 +39,10 @@ class ResumeCheckHook(Hook):
         if not self.checkpoint:
             return
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
-        ckpt = torch.load(self.checkpoint, map_location='cpu', mmap=True, weights_only=True)
+        try:  # mmap: only the pickled metadata is read now, not the tensors
+            ckpt = torch.load(self.checkpoint, map_location='cpu', mmap=True, weights_only=True)
+        except RuntimeError:  # a legacy (non-zip) file cannot be mapped
+            ckpt = torch.load(self.checkpoint, map_location='cpu', weights_only=True)
         problems, fatal = compare_checkpoint(ckpt, runner.cfg, model)
         if not problems:
             return

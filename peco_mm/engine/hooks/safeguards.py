@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from mmengine.config import Config, ConfigDict
 
-from .checkpoint import find_resumable_checkpoint
+from .checkpoint import checkpoint_problem, find_resumable_checkpoint
 
 
 def add_safeguards(cfg: Config) -> list[str]:
@@ -39,6 +39,13 @@ def add_safeguards(cfg: Config) -> list[str]:
             cfg.load_from = found
             if skipped:
                 notes.append(f'resume: using {found}, the newest checkpoint that reads back')
+    elif cfg.get('resume') and cfg.get('load_from'):
+        problem = checkpoint_problem(cfg.load_from)
+        if problem:
+            found, _ = find_resumable_checkpoint(cfg.work_dir)
+            raise ValueError(f'--resume {cfg.load_from}: {problem}. '
+                             + (f'The newest readable checkpoint of the work dir is {found} '
+                                '(--resume without a path takes it).' if found else ''))
     if cfg.get('resume') and cfg.get('load_from'):
         custom.append(dict(type='ResumeCheckHook', checkpoint=cfg.load_from))
     cfg.custom_hooks = custom
