@@ -102,10 +102,14 @@ def main(argv=None) -> int:
     from mmengine.registry import init_default_scope
 
     import peco_mm  # noqa: F401  (registers peco_mm types)
-    from peco_mm.engine.launch import load_config
+    from peco_mm.engine.launch import check_dataset_paths, load_config
     cfg = load_config(args.config, args.cfg_options)
     init_default_scope(cfg.get('default_scope', 'mmengine'))
     splits = args.split or [s for s in SPLITS if cfg.get(f'{s}_dataloader')]
+    try:  # a missing data_root / ann_file: one line with the expected layout
+        check_dataset_paths(cfg, phases=tuple(splits))
+    except FileNotFoundError as e:
+        raise SystemExit(f'check_dataset.py: {e}')
     samples, bad = collect_samples(cfg, splits)
     pairs = list(dict.fromkeys(p for split in samples.values() for p in split))
     n_img = len({p[0] for p in pairs if p[0]})

@@ -137,3 +137,18 @@ def test_seg_labels_in_tool_and_run(tmp_path, ade_root, isolated_mmengine):
     with pytest.raises(RuntimeError) as err:  # the run stops at the first it reads
         run(str(cfg), str(tmp_path / 'work'))
     assert any(f'{path}: {why}' in str(err.value) for path, why in expected.items())
+
+
+def test_check_dataset_on_coco(tmp_path, coco_root):
+    from tests.dense.conftest import TINY_MASK_RCNN
+    cfg = write_cfg(tmp_path / 'mrcnn.py', TINY_MASK_RCNN, data=coco_root, lr=1e-3, epochs=1)
+    images = sorted((coco_root / 'train2017').glob('*.jpg'))
+    images[0].write_bytes(b'')
+    res = run_tool(['tools/check_dataset.py', cfg, '--split', 'train', 'val'], check=False)
+    assert res.returncode == 1 and f'BAD {images[0]}: empty file (0 bytes)' in res.stdout
+    assert res.stdout.count('BAD ') == 1
+    images[1].unlink()  # listed in the annotation file, missing on disk: named at build
+    res = run_tool(['tools/check_dataset.py', cfg, '--split', 'train'], check=False)
+    assert res.returncode == 1
+    assert 'BAD train_dataloader.dataset: FileNotFoundError: ' in res.stdout
+    assert images[1].name in res.stdout
