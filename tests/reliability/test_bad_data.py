@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from tests.conftest import ROOT, run_tool
+from tests.conftest import ROOT, load_tool, run_tool
 from tests.dense.conftest import TINY_UPERNET, write_cfg
 from tests.reliability.conftest import run_log, write_cls
 
@@ -48,11 +48,13 @@ def test_check_dataset_reports_every_bad_file(tmp_path, bad_folder):
     assert 'cannot be decoded' in reported[str(data / 'train/green/garbage.jpg')]
     assert 'checking 21 images of train, val with 2 workers' in res.stdout  # 15 + 6
     assert '3 bad file(s)' in res.stdout and '21/21' in res.stderr  # the progress bar
-    (data / 'train/red/truncated.jpg').unlink()
-    (data / 'train/green/garbage.jpg').unlink()
-    (data / 'train/blue/empty.png').unlink()
-    ok = run_tool(['tools/check_dataset.py', cfg, '--workers', '0'])
-    assert 'all files are good' in ok.stdout
+
+
+def test_check_dataset_all_good(tmp_path, cls_data, isolated_mmengine, capsys):
+    cfg = write_cls(tmp_path / 'cls.py', cls_data)
+    status, out = check_dataset([cfg, '--workers', '0'], capsys)
+    assert status == 0 and 'checking 18 images of train, val' in out
+    assert out.rstrip().endswith('all files are good')
 
 
 def test_check_dataset_help_is_fast():
@@ -126,29 +128,34 @@ def test_seg_label_check_names_the_file(ade_root, which):
     assert str(err.value).startswith(f'{expected[0]}: {expected[1]}')
 
 
-def test_seg_labels_in_tool_and_run(tmp_path, ade_root, isolated_mmengine):
+def check_dataset(args, capsys):
+    """tools/check_dataset.py in this process: (exit status, stdout)."""
+    status = load_tool('check_dataset').main([str(a) for a in args])
+    return status, capsys.readouterr().out
+
+
+def test_seg_labels_in_tool_and_run(tmp_path, ade_root, isolated_mmengine, capsys):
     from peco_mm.engine.launch import run
     expected = damage_labels(ade_root)
     cfg = write_cfg(tmp_path / 'upernet.py', TINY_UPERNET, data=ade_root, lr=1e-3, iters=8)
-    res = run_tool(['tools/check_dataset.py', cfg, '--split', 'train'], check=False)
-    assert res.returncode == 1
+    status, out = check_dataset([cfg, '--split', 'train'], capsys)
+    assert status == 1
     for path, why in expected.items():
-        assert f'BAD {path}: {why}' in res.stdout
+        assert f'BAD {path}: {why}' in out
     with pytest.raises(RuntimeError) as err:  # the run stops at the first it reads
         run(str(cfg), str(tmp_path / 'work'))
     assert any(f'{path}: {why}' in str(err.value) for path, why in expected.items())
 
 
-def test_check_dataset_on_coco(tmp_path, coco_root):
+def test_check_dataset_on_coco(tmp_path, coco_root, isolated_mmengine, capsys):
     from tests.dense.conftest import TINY_MASK_RCNN
     cfg = write_cfg(tmp_path / 'mrcnn.py', TINY_MASK_RCNN, data=coco_root, lr=1e-3, epochs=1)
     images = sorted((coco_root / 'train2017').glob('*.jpg'))
     images[0].write_bytes(b'')
-    res = run_tool(['tools/check_dataset.py', cfg, '--split', 'train', 'val'], check=False)
-    assert res.returncode == 1 and f'BAD {images[0]}: empty file (0 bytes)' in res.stdout
-    assert res.stdout.count('BAD ') == 1
+    status, out = check_dataset([cfg, '--split', 'train', 'val', '--workers', '0'], capsys)
+    assert status == 1 and f'BAD {images[0]}: empty file (0 bytes)' in out
+    assert out.count('BAD ') == 1
     images[1].unlink()  # listed in the annotation file, missing on disk: named at build
-    res = run_tool(['tools/check_dataset.py', cfg, '--split', 'train'], check=False)
-    assert res.returncode == 1
-    assert 'BAD train_dataloader.dataset: FileNotFoundError: ' in res.stdout
-    assert images[1].name in res.stdout
+    status, out = check_dataset([cfg, '--split', 'train'], capsys)
+    assert status == 1 and 'BAD train_dataloader.dataset: FileNotFoundError: ' in out
+    assert images[1].name in out
