@@ -25,6 +25,7 @@ CORE_MODULES = [
     'peco_mm.models',
     'peco_mm.engine',
     'peco_mm.datasets.seg_checks',
+    'peco_mm.datasets.bad_samples',
     'peco_mm.tokenizer',
     'peco_mm.engine.hooks',
     'peco_mm.evaluation',

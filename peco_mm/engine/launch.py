@@ -15,7 +15,9 @@ tests all call it. It
   and wraps the model with `device_ids=[local_rank]`, so on CPU we start the gloo group
   ourselves (with `env_cfg.dist_cfg.timeout`) and wrap with `device_ids=None`;
 - checks dataset and pretrained-checkpoint paths before the runner starts, naming the config
-  key and the expected folder layout.
+  key and the expected folder layout;
+- adds the training safeguards of `peco_mm.engine.hooks.safeguards` (atomic checkpoints,
+  resume fallback and check, non-finite loss guard, bad-sample policy).
 """
 from __future__ import annotations
 
@@ -101,8 +103,13 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
         check_dataset_paths(cfg, phases=('test',))
     add_vis_backends(cfg, vis_backends)
     notes = [fall_back_to_fp32_on_cpu(cfg), sharded_clip_note(cfg)]
+    if mode == 'train':  # atomic checkpoints, NaN guard, resume fallback and check
+        from .hooks.safeguards import add_safeguards, guard_train_data
+        notes += add_safeguards(cfg)
     setup_cpu_distributed(cfg)
     runner = build_runner(cfg)
+    if mode == 'train':  # bad training samples: named, or skipped (config `bad_samples`)
+        guard_train_data(runner)
     for note in filter(None, notes):
         runner.logger.warning(note)
     if mode == 'train':
