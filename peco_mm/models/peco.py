@@ -20,7 +20,7 @@ from mmpretrain.registry import MODELS as MMPRETRAIN_MODELS
 from ..registry import MODELS
 
 
-@MODELS.register_module()
+@MODELS.register_module(force=True)  # replaces the stand-in of peco_mm.registry
 class PeCo(BaseSelfSupervisor):
     """The MIM algorithm: PeCoViT with a mask token, a frozen tokenizer, a K-way head.
 

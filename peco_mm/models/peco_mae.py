@@ -28,7 +28,7 @@ from ..registry import MODELS
 from .peco import PeCo, codebook_size, gather_tokens, patch_grid
 
 
-@MODELS.register_module()
+@MODELS.register_module(force=True)  # replaces the stand-in of peco_mm.registry
 class PeCoMAEDecoder(BaseModule):
     """MAE's decoder without the output projection: (B, 1+L, C_enc) visible tokens and
     ids_restore (B, N) -> (B, N, embed_dims) hidden states of all patches in image order.
@@ -92,7 +92,7 @@ class PeCoMAEDecoder(BaseModule):
         return self.norm(x)[:, 1:]  # (B, N, D)
 
 
-@MODELS.register_module()
+@MODELS.register_module(force=True)  # replaces the stand-in of peco_mm.registry
 class PeCoMAE(PeCo):
     """PeCo_MAE: the `PeCo` tokenizer and head on MAE's encoder-decoder.
 

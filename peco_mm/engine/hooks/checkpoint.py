@@ -27,6 +27,7 @@ from mmengine.hooks import CheckpointHook
 from mmengine.model import is_model_wrapper
 
 from ...registry import HOOKS
+from ..compat import history_buffers_without_methods
 
 PART_SUFFIX = '.part'
 
@@ -82,8 +83,10 @@ def atomic_saver(runner, save):
     def save_atomically(out_dir, filename, *args, **kwargs):
         check_finite_weights(runner.model, filename)
         if '://' in str(out_dir) or sharded:
-            return save(out_dir, filename, *args, **kwargs)
-        result = save(out_dir, filename + PART_SUFFIX, *args, **kwargs)
+            with history_buffers_without_methods():
+                return save(out_dir, filename, *args, **kwargs)
+        with history_buffers_without_methods():  # loadable with weights_only=True
+            result = save(out_dir, filename + PART_SUFFIX, *args, **kwargs)
         part = osp.join(out_dir, filename + PART_SUFFIX)
         if is_main_process() and osp.exists(part):  # the main process wrote it
             commit_file(part, osp.join(out_dir, filename))
