@@ -87,6 +87,9 @@ class PeCoViT(BaseModule):
             num_layers freezes everything, final norm included); -1 freezes nothing.
         pyramid: None, or kwargs of `ViTPyramidAdapter` (e.g. dict(norm_cfg=dict(type='BN')))
             to turn the four `out_indices` feature maps into strides 4/8/16/32.
+        pretrained: a checkpoint path, as stock mmseg / mmdet configs pass it
+            (`model.pretrained`); the same as init_cfg=dict(type='Pretrained', checkpoint=...),
+            so it may not be given together with init_cfg.
     """
 
     def __init__(self,
@@ -113,7 +116,17 @@ class PeCoViT(BaseModule):
                  frozen_stages: int = -1,
                  norm_eps: float = 1e-6,
                  pyramid: dict | None = None,
+                 pretrained: str | None = None,
                  init_cfg: dict | list | None = None) -> None:
+        # mmseg / mmdet hosts pass a stock config's `model.pretrained` here, as to their ViT
+        if pretrained is not None:
+            if not isinstance(pretrained, str):
+                raise TypeError(f'pretrained must be a checkpoint path (str) or None, got '
+                                f'{type(pretrained).__name__}')
+            if init_cfg is not None:
+                raise ValueError(f'pretrained={pretrained!r} and init_cfg={init_cfg!r} are both '
+                                 'set; give the checkpoint in one of them')
+            init_cfg = dict(type='Pretrained', checkpoint=pretrained)
         super().__init__(init_cfg=init_cfg)
         # ---- validate flat arguments ---------------------------------------------------
         if isinstance(arch, str):
