@@ -9,6 +9,7 @@ H×W (detection).
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 import torch
@@ -172,3 +173,45 @@ class RelativePositionBias(nn.Module):
         n = index.shape[0]
         bias = table[index.reshape(-1)].reshape(n, n, self.num_heads)  # (1+N, 1+N, heads)
         return bias.permute(2, 0, 1).contiguous()  # (heads, 1+N, 1+N)
+
+
+REL_TABLE = 'relative_position_bias_table'
+
+
+def rel_table_grid(rows: int, what: str = 'a relative-position table') -> tuple[int, int]:
+    """The square grid whose BEiT table has `rows` rows ((2s-1)^2 offsets + 3 cls entries)."""
+    side = (math.isqrt(max(rows - 3, 0)) + 1) // 2
+    if rows < 4 or (2 * side - 1) ** 2 + 3 != rows:
+        raise ValueError(f'cannot infer a square grid from {what} with {rows} rows; expected '
+                         '(2s-1)^2 + 3')
+    return side, side
+
+
+def fit_position_tables(state_dict: dict, grid: tuple[int, int], num_layers: int | None = None,
+                        prefix: str = '', num_extra_tokens: int = 1,
+                        embed_dims: int | None = None) -> None:
+    """Fit a checkpoint's position tables to `grid`, in place.
+
+    With `num_layers`, a shared relative-position table (`rel_pos_bias.*`, BEiT pretraining) is
+    copied into every block (`blocks.{i}.rel_pos_bias.*`, BEiT fine-tuning). A square absolute
+    table (of width `embed_dims` when given) is resized bicubically; relative-position tables
+    with BEiT's geometric resize (`resize_rel_pos_table`). Tables already at `grid` stay.
+    """
+    grid = tuple(grid)
+    shared = f'{prefix}rel_pos_bias.{REL_TABLE}'
+    if num_layers is not None and shared in state_dict:
+        table = state_dict.pop(shared)
+        for i in range(num_layers):
+            state_dict.setdefault(f'{prefix}blocks.{i}.rel_pos_bias.{REL_TABLE}', table.clone())
+    key = prefix + 'pos_embed'
+    if key in state_dict:
+        pe = state_dict[key]
+        n = pe.shape[1] - num_extra_tokens
+        side = math.isqrt(n)
+        if side * side == n and (embed_dims is None or pe.shape[-1] == embed_dims):
+            state_dict[key] = resize_pos_embed(pe, (side, side), grid, num_extra_tokens)
+    rows = (2 * grid[0] - 1) * (2 * grid[1] - 1) + 3
+    for k in list(state_dict):
+        if k.startswith(prefix) and k.endswith(REL_TABLE) and state_dict[k].shape[0] != rows:
+            src = rel_table_grid(state_dict[k].shape[0], k)
+            state_dict[k] = resize_rel_pos_table(state_dict[k], src, grid)
