@@ -16,8 +16,8 @@ Every dropped, unrecognised, missing or unexpected key is printed by name. The s
 with torch.load(weights_only=True); files holding other pickled objects (e.g. argparse
 namespaces in MAE / DINO training checkpoints) need --unsafe-pickle, for trusted files only.
 """
-from __future__ import annotations
-
+# no `from __future__ import annotations`: the dataclass must work when the tool is loaded
+# from its file without a sys.modules entry (tests, tools/demo.py)
 import argparse
 import os
 import sys

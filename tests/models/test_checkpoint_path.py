@@ -119,3 +119,32 @@ def test_checkpoint_filter_is_the_one_adapter():
     wide = PeCoViT(**{**KW, 'arch': dict(embed_dims=64, num_layers=2, num_heads=2)})
     with pytest.raises(ValueError, match=r'checkpoint width 32 .*embed_dims=64'):
         wide.checkpoint_filter(dict(sd))
+
+
+TOOL = MODELS_DIR.parents[1] / 'tools' / 'convert_checkpoint.py'
+
+
+def test_convert_tool_help_before_torch_and_result_object(tmp_path):
+    import subprocess
+    import sys
+    code = ('import runpy, sys\nsys.argv = ["convert_checkpoint.py", "--help"]\n'
+            'try:\n    runpy.run_path(sys.argv_tool, run_name="__main__")\n'
+            'except SystemExit:\n    pass\nprint("torch" in sys.modules)\n')
+    code = code.replace('sys.argv_tool', repr(str(TOOL)))
+    done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and done.stdout.strip().endswith('False'), done.stdout
+    assert '--per-block-rel-pos' in done.stdout
+    # the tool's function returns what it did; main() only prints it
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('convert_checkpoint_tool', TOOL)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    src = PeCoViT(rel_pos_bias='shared', **KW)
+    torch.save({'state_dict': {'backbone.' + k: v for k, v in src.state_dict().items()}},
+               tmp_path / 'src.pth')
+    res = tool.convert_file(str(tmp_path / 'src.pth'), str(tmp_path / 'dst.pth'),
+                            per_block_rel_pos=True, num_heads=2)
+    assert res.ok and res.fmt == 'peco_mm' and res.pecovit_args['rel_pos_bias'] == 'per_block'
+    assert res.missing == [] and res.unexpected == [] and res.num_tensors == len(
+        read_checkpoint(tmp_path / 'dst.pth')['state_dict'])
