@@ -12,6 +12,7 @@ State-dict names follow timm / unilm BEiT (`patch_embed.proj`, `blocks.{i}.attn.
 """
 from __future__ import annotations
 
+import copy
 import math
 from typing import Sequence
 
@@ -21,7 +22,8 @@ import torch.nn.functional as F
 from mmengine.model import BaseModule
 from torch.nn.init import trunc_normal_
 
-from ..layers import Block, RelativePositionBias, resize_pos_embed, resize_rel_pos_table
+from ..layers import Block, RelativePositionBias, resize_pos_embed
+from ..layers.pos_embed import fit_position_tables
 from ..layers.attention import QKV_BIAS_CHOICES
 from ..registry import MODELS
 from .pyramid_adapter import ViTPyramidAdapter, default_pyramid_indices
@@ -87,6 +89,9 @@ class PeCoViT(BaseModule):
             num_layers freezes everything, final norm included); -1 freezes nothing.
         pyramid: None, or kwargs of `ViTPyramidAdapter` (e.g. dict(norm_cfg=dict(type='BN')))
             to turn the four `out_indices` feature maps into strides 4/8/16/32.
+        pretrained: a checkpoint path, as stock mmseg / mmdet configs pass it
+            (`model.pretrained`); the same as init_cfg=dict(type='Pretrained', checkpoint=...),
+            so it may not be given together with init_cfg.
     """
 
     def __init__(self,
@@ -113,7 +118,17 @@ class PeCoViT(BaseModule):
                  frozen_stages: int = -1,
                  norm_eps: float = 1e-6,
                  pyramid: dict | None = None,
+                 pretrained: str | None = None,
                  init_cfg: dict | list | None = None) -> None:
+        # mmseg / mmdet hosts pass a stock config's `model.pretrained` here, as to their ViT
+        if pretrained is not None:
+            if not isinstance(pretrained, str):
+                raise TypeError(f'pretrained must be a checkpoint path (str) or None, got '
+                                f'{type(pretrained).__name__}')
+            if init_cfg is not None:
+                raise ValueError(f'pretrained={pretrained!r} and init_cfg={init_cfg!r} are both '
+                                 'set; give the checkpoint in one of them')
+            init_cfg = dict(type='Pretrained', checkpoint=pretrained)
         super().__init__(init_cfg=init_cfg)
         # ---- validate flat arguments ---------------------------------------------------
         if isinstance(arch, str):
@@ -198,6 +213,74 @@ class PeCoViT(BaseModule):
         self._freeze_stages()
 
     # ---- initialisation -----------------------------------------------------------------
+    @classmethod
+    def from_checkpoint(cls, path: str, **overrides) -> 'PeCoViT':
+        """Build the PeCoViT a checkpoint file describes and load its weights strictly.
+
+        Any layout `peco_mm.models.convert` reads (PeCo, BEiT, timm, MAE, MoCo v3, DINO,
+        mmpretrain). `overrides` replace inferred arguments (out_type, out_indices, img_size,
+        drop_path_rate, ...); `num_heads=` goes into `arch`, and `fmt=` names the source format
+        when detection cannot tell. Weights an override makes unnecessary (fc_norm without
+        pooled output, mask_token) are skipped with a log line; any other missing or
+        unexpected key raises.
+        """
+        from .checkpoint import log, read_checkpoint
+        from .convert import convert_checkpoint
+        ckpt = read_checkpoint(path)
+        fmt = overrides.pop('fmt', None)
+        per_block = overrides.get('rel_pos_bias') == 'per_block'
+        conv = convert_checkpoint(ckpt, fmt, per_block_rel_pos=per_block)
+        if conv.unrecognised:
+            raise ValueError(f'{path} ({conv.fmt}): cannot map these keys to PeCoViT: '
+                             f'{conv.unrecognised}')
+        kwargs = copy.deepcopy(conv.kwargs)
+        if 'num_heads' in overrides:
+            kwargs['arch']['num_heads'] = int(overrides.pop('num_heads'))
+        kwargs.update(overrides)
+        model = cls(**kwargs)
+        sd = dict(conv.state_dict)
+        optional = []
+        if isinstance(model.fc_norm, nn.Identity):
+            optional += [k for k in sd if k.startswith('fc_norm.')]
+        if model.mask_token is None:
+            optional += [k for k in sd if k == 'mask_token']
+        for k in optional:
+            sd.pop(k)
+        missing, unexpected = model.load_state_dict(sd, strict=False)
+        if missing or unexpected:
+            args = ', '.join(f'{k}={v!r}' for k, v in kwargs.items())
+            raise ValueError(f'{path} ({conv.fmt}) does not fit PeCoViT({args}): '
+                             f'missing keys {missing}, unexpected keys {unexpected}')
+        if optional:
+            log(f'PeCoViT.from_checkpoint: {path}: skipped {optional} (not used with these '
+                'arguments)')
+        return model
+
+    def checkpoint_filter(self, state_dict: dict, prefix: str = '') -> dict:
+        """Make a PeCoViT-named state dict fit this model, in place (and return it).
+
+        The one adapter of tables, on the idea of timm's `checkpoint_filter_fn`: a shared
+        relative-position table is copied into every block when this model has per-block
+        tables, position tables are resized to this model's grid (BEiT's geometric resize for
+        relative positions), and a width or patch-size mismatch is an error naming both sides.
+        `load_state_dict` calls it, so every loader goes through it.
+        """
+        wkey = prefix + 'patch_embed.proj.weight'
+        if wkey in state_dict:
+            w = state_dict[wkey]
+            if w.shape[0] != self.embed_dims:
+                raise ValueError(f'checkpoint width {w.shape[0]} (from {wkey}) does not match '
+                                 f'the config: PeCoViT embed_dims={self.embed_dims}; pick the '
+                                 'arch that matches the checkpoint (tools/convert_checkpoint.py '
+                                 'prints it)')
+            if tuple(w.shape[-2:]) != (self.patch_size, self.patch_size):
+                raise ValueError(f'checkpoint patch size {tuple(w.shape[-2:])} (from {wkey}) '
+                                 f'does not match the config: patch_size={self.patch_size}')
+        per_block = self.blocks[0].rel_pos_bias is not None
+        fit_position_tables(state_dict, self.grid, self.num_layers if per_block else None,
+                            prefix, self.num_extra_tokens, self.embed_dims)
+        return state_dict
+
     def init_weights(self) -> None:
         if self.init_cfg is not None and self.init_cfg.get('type') == 'Pretrained':
             load_pretrained(self, self.init_cfg['checkpoint'], self.init_cfg.get('prefix'))
@@ -339,56 +422,14 @@ class PeCoViT(BaseModule):
     # ---- checkpoint loading: resize tables, expand a shared table per block -------------------
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                               unexpected_keys, error_msgs):
-        adapt_state_dict(self, state_dict, prefix)
+        self.checkpoint_filter(state_dict, prefix)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
                                       unexpected_keys, error_msgs)
 
 
-def _grid_of_rel_table(rows: int) -> tuple[int, int]:
-    side = (math.isqrt(rows - 3) + 1) // 2
-    if (2 * side - 1) ** 2 + 3 != rows:
-        raise ValueError(f'cannot infer a square grid from a relative-position table with '
-                         f'{rows} rows')
-    return side, side
-
-
 def adapt_state_dict(model: PeCoViT, state_dict: dict, prefix: str = '') -> None:
-    """Make a checkpoint fit `model` in place: resize position tables to the model's grid,
-    expand a shared relative-position table into per-block tables, and report a width or
-    patch-size mismatch naming both sides."""
-    wkey = prefix + 'patch_embed.proj.weight'
-    if wkey in state_dict:
-        w = state_dict[wkey]
-        if w.shape[0] != model.embed_dims:
-            raise ValueError(f'checkpoint width {w.shape[0]} (from {wkey}) does not match the '
-                             f'config: PeCoViT embed_dims={model.embed_dims}; pick the arch that '
-                             'matches the checkpoint (tools/convert_checkpoint.py prints it)')
-        if tuple(w.shape[-2:]) != (model.patch_size, model.patch_size):
-            raise ValueError(f'checkpoint patch size {tuple(w.shape[-2:])} (from {wkey}) does '
-                             f'not match the config: patch_size={model.patch_size}')
-    key = prefix + 'pos_embed'
-    if key in state_dict and model.pos_embed is not None:
-        pe = state_dict[key]
-        n = pe.shape[1] - model.num_extra_tokens
-        side = math.isqrt(n)
-        if side * side == n and pe.shape[-1] == model.embed_dims:
-            state_dict[key] = resize_pos_embed(pe, (side, side), model.grid,
-                                               model.num_extra_tokens)
-    shared_key = prefix + 'rel_pos_bias.relative_position_bias_table'
-    per_block = model.blocks[0].rel_pos_bias is not None
-    if shared_key in state_dict and per_block:
-        table = state_dict.pop(shared_key)
-        for i in range(model.num_layers):
-            state_dict.setdefault(f'{prefix}blocks.{i}.rel_pos_bias.relative_position_bias_table',
-                                  table.clone())
-    for k in list(state_dict):
-        if k.startswith(prefix) and k.endswith('relative_position_bias_table'):
-            table = state_dict[k]
-            h, w = model.grid
-            if table.shape[0] == (2 * h - 1) * (2 * w - 1) + 3:
-                continue  # already the model's grid (square or not)
-            src = _grid_of_rel_table(table.shape[0])
-            state_dict[k] = resize_rel_pos_table(table, src, model.grid)
+    """`model.checkpoint_filter(state_dict, prefix)`, under its former name."""
+    model.checkpoint_filter(state_dict, prefix)
 
 
 def load_pretrained(model: PeCoViT, path: str, prefix: str | None = None,
@@ -404,18 +445,18 @@ def load_pretrained(model: PeCoViT, path: str, prefix: str | None = None,
     import os.path as osp
 
     from mmengine.logging import print_log
-    from mmengine.runner.checkpoint import _load_checkpoint
+
+    from .checkpoint import read_checkpoint, select_prefix
+    from .convert import convert_state_dict, detect_format
 
     if not path or not osp.isfile(str(path)):
         raise FileNotFoundError(f'pretrained checkpoint {path!r} not found (set '
                                 'model.backbone.init_cfg.checkpoint, or init_cfg=None to train '
                                 'from scratch)')
-    from .convert import convert_state_dict, detect_format
-
-    ckpt = _load_checkpoint(path, map_location=map_location)
+    ckpt = read_checkpoint(path)
     inner = ckpt.get('state_dict', ckpt) if isinstance(ckpt, dict) else ckpt
     if prefix and any(k.startswith(prefix) for k in inner):
-        ckpt = {k[len(prefix):]: v for k, v in inner.items() if k.startswith(prefix)}
+        ckpt = select_prefix(inner, prefix)
     # always through the converter: our names pass unchanged; timm / unilm / MAE / MoCo v3 /
     # DINO / mmpretrain names are mapped (layer scales, per-block tables, dropped heads)
     fmt = detect_format(ckpt)
@@ -423,7 +464,7 @@ def load_pretrained(model: PeCoViT, path: str, prefix: str | None = None,
     if fmt != 'peco_mm':
         print_log(f'{path}: converted from the {fmt!r} format', logger='current')
     own = set(model.state_dict())
-    # load_state_dict adapts the tables through PeCoViT._load_from_state_dict
+    # load_state_dict fits the tables through PeCoViT.checkpoint_filter
     missing, unexpected = model.load_state_dict(dict(state), strict=False)
     missing = [k for k in missing if not k.startswith('pyramid.')]
     if len(missing) == len(own) or not (own & set(state)):
