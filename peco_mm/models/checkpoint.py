@@ -35,7 +35,11 @@ def read_checkpoint(path: str, unsafe_pickle: bool = False,
         from safetensors.torch import load_file
         return load_file(path, device='cpu')
     try:
-        with torch.serialization.safe_globals(_mmengine_types()):
+        # only the types not yet allowed: leaving the context removes what it added, and
+        # `import peco_mm` has allowed them for mmengine's own resume already
+        allowed = torch.serialization.get_safe_globals()
+        extra = [t for t in _mmengine_types() if t not in allowed]
+        with torch.serialization.safe_globals(extra):
             return torch.load(path, map_location='cpu', weights_only=True)
     except pickle.UnpicklingError as err:
         if not unsafe_pickle:

@@ -67,8 +67,10 @@ def test_read_checkpoint_safe_by_default(tmp_path):
     hub = MessageHub('test_read_checkpoint')
     hub.update_scalar('train/loss', 1.0)
     ok = tmp_path / 'mmengine.pth'
-    torch.save({'state_dict': {'w': torch.ones(2)}, 'meta': {'epoch': 1},
-                'message_hub': hub.state_dict()}, ok)
+    from peco_mm.engine.compat import history_buffers_without_methods
+    with history_buffers_without_methods():  # as the launchers' checkpoint hook saves
+        torch.save({'state_dict': {'w': torch.ones(2)}, 'meta': {'epoch': 1},
+                    'message_hub': hub.state_dict()}, ok)
     loaded = read_checkpoint(ok)
     torch.testing.assert_close(loaded['state_dict']['w'], torch.ones(2))
     assert isinstance(loaded['message_hub']['log_scalars']['train/loss'], HistoryBuffer)
@@ -148,3 +150,19 @@ def test_convert_tool_help_before_torch_and_result_object(tmp_path):
     assert res.ok and res.fmt == 'peco_mm' and res.pecovit_args['rel_pos_bias'] == 'per_block'
     assert res.missing == [] and res.unexpected == [] and res.num_tensors == len(
         read_checkpoint(tmp_path / 'dst.pth')['state_dict'])
+
+
+def test_read_checkpoint_leaves_the_process_allow_list_alone(tmp_path):
+    """mmengine's own resume needs the allow-list `import peco_mm` set up; a read through
+    read_checkpoint must not take it away on leaving its per-call context."""
+    from mmengine.logging import HistoryBuffer
+    buf = HistoryBuffer()
+    buf.update(2.0)
+    from peco_mm.engine.compat import history_buffers_without_methods
+    with history_buffers_without_methods():
+        torch.save({'state_dict': {'w': torch.ones(1)}, 'message_hub': {'b': buf}},
+                   tmp_path / 'ckpt.pth')
+    before = set(map(id, torch.serialization.get_safe_globals()))
+    assert read_checkpoint(str(tmp_path / 'ckpt.pth'))['message_hub']['b'].current() == 2.0
+    assert set(map(id, torch.serialization.get_safe_globals())) == before
+    torch.load(tmp_path / 'ckpt.pth', weights_only=True)  # as mmengine's runner loads it
