@@ -10,8 +10,7 @@ from mmengine.registry import DefaultScope
 import peco_mm  # noqa: F401
 from tests.conftest import ROOT
 
-TINY = dict(type='PeCoViT', embed_dims=64, num_layers=2, num_heads=4, img_size=32,
-            patch_size=8)
+TINY = dict(type='PeCoViT', arch='test', img_size=32, patch_size=8)
 
 
 @pytest.mark.parametrize('scope', ['mmpretrain', 'mmdet', 'mmseg'])

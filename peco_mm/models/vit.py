@@ -34,6 +34,8 @@ ARCH_ZOO: dict[str, dict] = {
     'base': dict(embed_dims=768, num_layers=12, num_heads=12, mlp_ratio=4.0),
     'large': dict(embed_dims=1024, num_layers=24, num_heads=16, mlp_ratio=4.0),
     'huge': dict(embed_dims=1280, num_layers=32, num_heads=16, mlp_ratio=4.0),
+    # tiny, for tests and smoke runs (as timm's test_vit)
+    'test': dict(embed_dims=64, num_layers=2, num_heads=4, mlp_ratio=4.0),
 }
 OUT_TYPES = ('cls_token', 'avg_featmap', 'featmap', 'raw')
 
@@ -65,8 +67,8 @@ class PeCoViT(BaseModule):
     """ViT backbone with BEiT/MAE/MoCo-v3 options; see the module docstring.
 
     Args:
-        arch: 'tiny' | 'small' | 'base' | 'large' | 'huge', or a dict with embed_dims,
-            num_layers, num_heads (mlp_ratio optional).
+        arch: 'tiny' | 'small' | 'base' | 'large' | 'huge' | 'test' (64 wide, 2 deep, for
+            tests), or a dict with embed_dims, num_layers, num_heads (mlp_ratio optional).
         embed_dims, num_layers, num_heads, mlp_ratio: override the preset's values (tiny test
             models, or ViT variants between the presets).
         img_size: the pretraining size; position tables are stored for it and resized

@@ -12,8 +12,8 @@ class Classifier(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.backbone = PeCoViT(arch=dict(embed_dims=64, num_layers=3, num_heads=4),
-                                img_size=32, patch_size=8, qkv_bias='qv',
+        self.backbone = PeCoViT(arch='test', num_layers=3, img_size=32,
+                                patch_size=8, qkv_bias='qv',
                                 rel_pos_bias='per_block', out_type='avg_featmap',
                                 final_norm=False)
         self.head = nn.Linear(64, 10)

@@ -132,7 +132,7 @@ def src_mmpretrain_beit():  # BEiTViT: q/v bias, per-block tables, avg pooling w
 
 
 def src_peco_mm():  # our own mmengine checkpoint of a classifier
-    m = randomize(PeCoViT(arch=dict(embed_dims=64, num_layers=2, num_heads=4), img_size=32,
+    m = randomize(PeCoViT(arch='test', img_size=32,
                           patch_size=8, qkv_bias='qv', rel_pos_bias='per_block',
                           layer_scale_init_value=0.1, use_mask_token=True), 11)
     sd = {f'backbone.{k}': v for k, v in m.state_dict().items()}
@@ -216,7 +216,7 @@ def test_inferred_arguments_and_report():
 def test_pecovit_names_are_detected_as_peco_mm(monkeypatch):
     """PeCoViT-named tensors are 'peco_mm' bare, under 'backbone.', or in {'state_dict': ..}
     (what tools/convert_checkpoint.py writes), even when the names also fit timm BEiT."""
-    m = PeCoViT(arch=dict(embed_dims=64, num_layers=2, num_heads=4), img_size=32,
+    m = PeCoViT(arch='test', img_size=32,
                 patch_size=8, qkv_bias='qv', rel_pos_bias='shared', layer_scale_init_value=0.1)
     sd = m.state_dict()
     assert detect_format(sd) == 'peco_mm'
