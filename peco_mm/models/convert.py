@@ -1,4 +1,4 @@
-"""Checkpoint conversion into `PeCoViT` weights (issue 2, section 5).
+"""Checkpoint conversion into `PeCoViT` weights: key names and ViT arguments.
 
 PeCo initialises and evaluates ViTs from many sources: BEiT / PeCo release files, timm ViT and
 BEiT, MAE, MoCo v3 (the perceptual network of the tokenizer, Sec. 3.2 of the paper), DINO,
