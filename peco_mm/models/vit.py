@@ -21,6 +21,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 from mmengine.model import BaseModule
 from torch.nn.init import trunc_normal_
+from torch.utils.checkpoint import checkpoint
 
 from ..layers import Block, RelativePositionBias, resize_pos_embed
 from ..layers.pos_embed import fit_position_tables
@@ -37,7 +38,7 @@ ARCH_ZOO: dict[str, dict] = {
     # tiny, for tests and smoke runs (as timm's test_vit)
     'test': dict(embed_dims=64, num_layers=2, num_heads=4, mlp_ratio=4.0),
 }
-OUT_TYPES = ('cls_token', 'avg_featmap', 'featmap', 'raw')
+OUT_TYPES = ('cls_token', 'avg_featmap', 'featmap')
 
 
 class PatchEmbed(nn.Module):
@@ -82,7 +83,7 @@ class PeCoViT(BaseModule):
         out_indices: blocks (0-based, negatives allowed) whose outputs are returned; default
             the last block, or blocks 4/6/8/12 of 12 (scaled to the depth) with `pyramid`.
         out_type: 'cls_token' (B, C); 'avg_featmap' (B, C) mean of patch tokens;
-            'featmap' (B, C, h, w) per index; 'raw' (B, 1+N, C).
+            'featmap' (B, C, h, w) per index. Other outputs per call: `forward_intermediates`.
         final_norm: LayerNorm after the last block. With out_type='avg_featmap' and
             final_norm=False, a `fc_norm` is applied after pooling (BEiT / MAE fine-tuning).
         use_mask_token: learnable [MASK] embedding for masked image modeling.
@@ -91,6 +92,8 @@ class PeCoViT(BaseModule):
             num_layers freezes everything, final norm included); -1 freezes nothing.
         pyramid: None, or kwargs of `ViTPyramidAdapter` (e.g. dict(norm_cfg=dict(type='BN')))
             to turn the four `out_indices` feature maps into strides 4/8/16/32.
+        with_cp: gradient checkpointing (the hosts' name): in training, each block's
+            activations are recomputed in the backward pass instead of being stored.
         pretrained: a checkpoint path, as stock mmseg / mmdet configs pass it
             (`model.pretrained`); the same as init_cfg=dict(type='Pretrained', checkpoint=...),
             so it may not be given together with init_cfg.
@@ -120,6 +123,7 @@ class PeCoViT(BaseModule):
                  frozen_stages: int = -1,
                  norm_eps: float = 1e-6,
                  pyramid: dict | None = None,
+                 with_cp: bool = False,
                  pretrained: str | None = None,
                  init_cfg: dict | list | None = None) -> None:
         # mmseg / mmdet hosts pass a stock config's `model.pretrained` here, as to their ViT
@@ -184,6 +188,7 @@ class PeCoViT(BaseModule):
         self.grid = (img_size[0] // patch_size, img_size[1] // patch_size)
         self.out_type = out_type
         self.frozen_stages = frozen_stages
+        self.with_cp = bool(with_cp)
         self.num_extra_tokens = 1  # the cls token
 
         # ---- embeddings -----------------------------------------------------------------
@@ -246,6 +251,8 @@ class PeCoViT(BaseModule):
             optional += [k for k in sd if k.startswith('fc_norm.')]
         if model.mask_token is None:
             optional += [k for k in sd if k == 'mask_token']
+        if isinstance(model.norm, nn.Identity):  # final_norm=False: raw block outputs only
+            optional += [k for k in sd if k.startswith('norm.')]
         for k in optional:
             sd.pop(k)
         missing, unexpected = model.load_state_dict(sd, strict=False)
@@ -326,46 +333,106 @@ class PeCoViT(BaseModule):
             x = x + resize_pos_embed(self.pos_embed, self.grid, grid).to(x.dtype)
         return self.pos_drop(x), grid
 
-    def forward_blocks(self, x: torch.Tensor, grid: tuple[int, int]
-                       ) -> list[torch.Tensor]:
-        """Run the blocks; return the (B, 1+N, C) tokens after each block in out_indices."""
+    def forward_intermediates(self, x: torch.Tensor,
+                              indices: int | Sequence[int] | None = None,
+                              mask: torch.Tensor | None = None,
+                              keep_ids: torch.Tensor | None = None,
+                              norm: bool = False,
+                              output_fmt: str = 'NCHW') -> list[torch.Tensor]:
+        """The one loop over the blocks: the tokens after each block in `indices`.
+
+        Every tensor is the raw output of its block unless `norm=True`, which applies the
+        final LayerNorm to each one (as timm's `forward_intermediates`).
+
+        Args:
+            x: (B, C, H, W) images.
+            indices: 0-based block indices (negatives count from the end), an int n for the
+                last n blocks, or None for all blocks (timm's convention).
+            mask: (B, N) or (B, h, w), 1 = replace the patch by [MASK] (BEiT).
+            keep_ids: (B, L) patch indices to keep, the others dropped before the blocks (MAE's
+                visible patches); needs output_fmt='NLC' and no relative-position bias.
+            norm: apply the final norm to every returned tensor.
+            output_fmt: 'NCHW': patch tokens as (B, C, h, w); 'NLC': all tokens, cls first,
+                (B, 1+N, C) (or (B, 1+L, C) with keep_ids; timm's NLC drops the cls token).
+        """
+        if output_fmt not in ('NCHW', 'NLC'):
+            raise ValueError(f"output_fmt={output_fmt!r}; allowed: 'NCHW', 'NLC'")
+        idx = self.resolve_indices(indices)
+        x, grid = self.embed(x, mask)  # (B, 1+N, C)
+        if keep_ids is not None:
+            if output_fmt != 'NLC' or self.rel_pos_bias is not None or \
+                    self.blocks[0].rel_pos_bias is not None:
+                raise ValueError("keep_ids needs output_fmt='NLC' and a ViT without "
+                                 'relative-position bias')
+            B, _, C = x.shape
+            kept = x[:, 1:].gather(1, keep_ids.unsqueeze(-1).expand(-1, -1, C))  # (B, L, C)
+            x = torch.cat([x[:, :1], kept], dim=1)  # (B, 1+L, C)
         shared = self.rel_pos_bias(grid) if self.rel_pos_bias is not None else None
+        recompute = self.with_cp and self.training and torch.is_grad_enabled()
         taps = {}
-        last = self.num_layers - 1
-        wanted = set(self.out_indices)
+        wanted = set(idx)
         for i, blk in enumerate(self.blocks[:max(wanted) + 1]):
-            x = blk(x, shared, grid)
-            if i == last:
-                x = self.norm(x)
+            if recompute:
+                x = checkpoint(blk, x, shared, grid, use_reentrant=False)
+            else:
+                x = blk(x, shared, grid)
             if i in wanted:
-                taps[i] = x
-        # an index may repeat (a shallow model feeding the 4-scale pyramid)
-        return [taps[i] for i in self.out_indices]
+                taps[i] = self.norm(x) if norm else x
+        outs = [taps[i] for i in idx]  # an index may repeat (a shallow model's pyramid)
+        if output_fmt == 'NCHW':
+            outs = [self.tokens_to_map(o, grid) for o in outs]
+        return outs
+
+    def resolve_indices(self, indices: int | Sequence[int] | None) -> list[int]:
+        """Block indices as sorted non-negative ints (an int n: the last n blocks; None: all)."""
+        L = self.num_layers
+        if indices is None:
+            return list(range(L))
+        if isinstance(indices, int):
+            if not 0 < indices <= L:
+                raise ValueError(f'indices={indices}: the last n blocks needs 1 <= n <= {L}')
+            return list(range(L - indices, L))
+        out = []
+        for i in indices:
+            if not -L <= int(i) < L:
+                raise ValueError(f'block index {i} is out of range for {L} blocks')
+            out.append(int(i) % L)
+        return sorted(out)
+
+    def tokens_to_map(self, x: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
+        """(B, 1+N, C) tokens -> (B, C, h, w) patch map (cls dropped)."""
+        patches = x[:, self.num_extra_tokens:]  # (B, N, C)
+        B, N, C = patches.shape
+        return patches.transpose(1, 2).reshape(B, C, grid[0], grid[1])
+
+    def patch_grid(self, img: torch.Tensor) -> tuple[int, int]:
+        """The (h, w) patch grid of an input (padded up to the patch size)."""
+        p = self.patch_size
+        return (-(-img.shape[-2] // p), -(-img.shape[-1] // p))
 
     def forward_features(self, x: torch.Tensor, mask: torch.Tensor | None = None
                          ) -> torch.Tensor:
-        """All tokens after the last block and final norm: (B, 1+N, C)."""
-        x, grid = self.embed(x, mask)
-        shared = self.rel_pos_bias(grid) if self.rel_pos_bias is not None else None
-        for blk in self.blocks:
-            x = blk(x, shared, grid)
-        return self.norm(x)
+        """All tokens after the last block and the final norm: (B, 1+N, C)."""
+        return self.forward_intermediates(x, [-1], mask, norm=True, output_fmt='NLC')[0]
 
     def format_output(self, x: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
-        if self.out_type == 'raw':
-            return x  # (B, 1+N, C)
+        """The host's view of (B, 1+N, C) tokens, by `out_type`."""
         if self.out_type == 'cls_token':
             return x[:, 0]  # (B, C)
-        patches = x[:, self.num_extra_tokens:]  # (B, N, C)
         if self.out_type == 'avg_featmap':
-            return self.fc_norm(patches.mean(dim=1))  # (B, C)
-        B, N, C = patches.shape
-        return patches.transpose(1, 2).reshape(B, C, grid[0], grid[1])  # (B, C, h, w)
+            return self.fc_norm(x[:, self.num_extra_tokens:].mean(dim=1))  # (B, C)
+        return self.tokens_to_map(x, grid)  # (B, C, h, w)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, ...]:
-        x, grid = self.embed(x, mask)
-        outs = [self.format_output(o, grid) for o in self.forward_blocks(x, grid)]
+        """The OpenMMLab backbone interface (mmpretrain, mmseg, mmdet): one output per
+        `out_indices` entry, by `out_type`; the final norm is applied to the last block's
+        output only (cls token and pooled features; dense configs build without it)."""
+        grid = self.patch_grid(x)
+        taps = self.forward_intermediates(x, self.out_indices, mask, output_fmt='NLC')
+        last = self.num_layers - 1
+        outs = [self.format_output(self.norm(t) if i == last else t, grid)
+                for i, t in zip(self.out_indices, taps)]
         if self.pyramid is not None:
             return tuple(self.pyramid(outs))
         return tuple(outs)

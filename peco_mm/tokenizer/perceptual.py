@@ -144,12 +144,16 @@ def quiet_init_weights(module: nn.Module) -> None:
 
 # ---- feature networks -------------------------------------------------------------------------
 class ViTFeatures(nn.Module):
-    def __init__(self, vit: nn.Module) -> None:
+    """The raw outputs of the selected blocks (no final norm, whatever the checkpoint holds),
+    as the hooks of timm's blocks would give them: (B, C, h, w) each."""
+
+    def __init__(self, vit: nn.Module, indices: Sequence[int]) -> None:
         super().__init__()
         self.vit = vit
+        self.indices = list(indices)
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
-        return list(self.vit(x))  # out_type='featmap': (B, C, h, w) per selected block
+        return self.vit.forward_intermediates(x, self.indices, norm=False, output_fmt='NCHW')
 
 
 class ResNetFeatures(nn.Module):
@@ -189,7 +193,7 @@ class VGGFeatures(nn.Module):
 def build_vit(checkpoint: str | None, layers: Sequence[int], vit_cfg: dict) -> nn.Module:
     from ..models.vit import PeCoViT
     idx = [int(i) - 1 for i in layers]
-    over = dict(out_indices=idx, out_type='featmap', drop_path_rate=0.0)
+    over = dict(drop_path_rate=0.0)
     if checkpoint is None:
         kw = dict(arch='base', img_size=224, patch_size=16)
         kw.update(vit_cfg)
@@ -197,16 +201,15 @@ def build_vit(checkpoint: str | None, layers: Sequence[int], vit_cfg: dict) -> n
         vit = PeCoViT(**kw)
         quiet_init_weights(vit)
     else:
-        from ..models.convert import load_pretrained_vit
         try:
-            vit = load_pretrained_vit(checkpoint, **{**vit_cfg, **over})
+            vit = PeCoViT.from_checkpoint(checkpoint, **{**vit_cfg, **over})
         except Exception as err:
             raise ValueError(f'perceptual loss (vit): cannot load {checkpoint!r} as a ViT: '
                              f'{err}') from err
     if max(idx) >= vit.num_layers:
         raise ValueError(f'perceptual loss (vit): layers {tuple(layers)} but {checkpoint or "the"}'
                          f' ViT has {vit.num_layers} blocks')
-    return ViTFeatures(vit)
+    return ViTFeatures(vit, idx)
 
 
 def _load_torchvision_state(checkpoint: str, net: str) -> dict:

@@ -1,4 +1,4 @@
-"""ViT encoder and inverse-ViT decoder for the tokenizer ablation of PeCo (Table 8, appendix B:
+"""ViT encoder and inverse-ViT decoder for the tokenizer ablation of PeCo (Table 12, appendix:
 "for ViT-base encoder, we use the original structure, and use the inverse version of ViT as
 decoder"). Encoder: PeCoViT patch tokens (16×16 patches) projected to the codebook width.
 Decoder: codewords projected to tokens, transformer blocks, then a linear layer to the pixels
@@ -22,14 +22,15 @@ class ViTEncoder(nn.Module):
         super().__init__()
         cfg = dict(arch='base', img_size=224, patch_size=16)
         cfg.update(vit_cfg)
-        cfg.update(out_type='featmap', out_indices=-1)
         self.vit = PeCoViT(**cfg)
         quiet_init_weights(self.vit)
         self.downsample = self.vit.patch_size
         self.proj = nn.Conv2d(self.vit.embed_dims, code_dims, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.proj(self.vit(x)[0])  # (B, D, h, w)
+        # the last block's patch tokens after the final norm
+        feats = self.vit.forward_intermediates(x, [-1], norm=True, output_fmt='NCHW')[0]
+        return self.proj(feats)  # (B, D, h, w)
 
 
 class ViTDecoder(nn.Module):

@@ -61,8 +61,7 @@ def test_pyramid_strides_channels_and_values(hw):
     assert [tuple(o.shape) for o in outs] == [
         (2, 64, 4 * h, 4 * w), (2, 64, 2 * h, 2 * w), (2, 64, h, w), (2, 64, h // 2, w // 2)]
     # stride 16 is block 3's map itself, stride 32 its 2x max-pool of block 4's map
-    tokens, grid = vit.embed(x)
-    raw = [vit.format_output(t, grid) for t in vit.forward_blocks(tokens, grid)]
+    raw = vit.forward_intermediates(x)  # (B, C, h, w) of blocks 1-4
     torch.testing.assert_close(outs[2], raw[2])
     torch.testing.assert_close(outs[3], F.max_pool2d(raw[3], 2))
     # 2x up is one transposed conv: output pixel (2i+a, 2j+b) = W[:, :, a, b]^T x(i, j) + bias

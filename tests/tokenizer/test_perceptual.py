@@ -15,17 +15,14 @@ def _timm_vit():
 
 
 def _timm_block_outputs(vit, x, blocks):
-    """Patch tokens after the given 1-based blocks (final norm after the last), (B, C, h, w)."""
-    t = vit.patch_embed(x)
-    t = torch.cat([vit.cls_token.expand(len(x), -1, -1), t], 1) + vit.pos_embed
-    outs = []
-    for i, blk in enumerate(vit.blocks, 1):
-        t = blk(t)
-        if i in blocks:
-            o = vit.norm(t) if i == len(vit.blocks) else t
-            B, N, C = o[:, 1:].shape
-            outs.append(o[:, 1:].transpose(1, 2).reshape(B, C, 4, 4))
-    return outs
+    """What timm's blocks themselves output (forward hooks), patch tokens as (B, C, h, w)."""
+    got = {}
+    hooks = [vit.blocks[i - 1].register_forward_hook(
+        lambda mod, args, out, i=i: got.__setitem__(i, out)) for i in blocks]
+    vit.forward_features(x)
+    for h in hooks:
+        h.remove()
+    return [got[i][:, 1:].transpose(1, 2).reshape(len(x), -1, 4, 4) for i in sorted(blocks)]
 
 
 VIT_LAYOUTS = {
@@ -42,13 +39,22 @@ def test_vit_formats_features_equal_source(tmp_path, layout):
     path = tmp_path / f'{layout}.pth'
     torch.save(VIT_LAYOUTS[layout](vit.state_dict()), path)
     # heads cannot be read from weights: the converter assumes 64-d heads unless told
-    loss = PerceptualLoss('vit', str(path), layers=(2, 4), vit_cfg=dict(num_heads=4))
+    # every selected layer is its block's raw output, the last one included (each of these
+    # checkpoints holds the final norm.weight; the features never go through it)
+    loss = PerceptualLoss('vit', str(path), layers=(1, 2, 3, 4), vit_cfg=dict(num_heads=4))
     x = torch.rand(2, 3, 32, 32) * 2 - 1
     with torch.no_grad():
         ours = loss.net(loss.normalize_input(x))
-        ref = _timm_block_outputs(vit, loss.normalize_input(x), {2, 4})
+        ref = _timm_block_outputs(vit, loss.normalize_input(x), {1, 2, 3, 4})
+    assert len(ours) == 4
     for a, b in zip(ours, ref):
         assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+    # building it without the final norm is accepted (the norm weights are skipped) and equal
+    no_norm = PerceptualLoss('vit', str(path), layers=(1, 2, 3, 4),
+                             vit_cfg=dict(num_heads=4, final_norm=False))
+    with torch.no_grad():
+        for a, b in zip(no_norm.net(no_norm.normalize_input(x)), ref):
+            assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
     assert not any(p.requires_grad for p in loss.net.parameters())
     assert loss.state_dict() == {} or all('mean' in k or 'std' in k for k in loss.state_dict())
 
