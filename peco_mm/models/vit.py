@@ -457,13 +457,12 @@ class PeCoViT(BaseModule):
         return num_depths - 1, num_depths
 
     def no_weight_decay(self) -> set[str]:
-        """Parameter names exempt from weight decay: tokens, position tables, norms, biases."""
-        names = set()
-        for name, p in self.named_parameters():
-            if (p.ndim <= 1 or name in ('cls_token', 'mask_token', 'pos_embed')
-                    or name.endswith('relative_position_bias_table')):
-                names.add(name)
-        return names
+        """Parameter names exempt from weight decay, BEiT's rule (unilm's optimiser factory
+        and mmpretrain's BEiT configs, pretraining and fine-tuning alike): 1-d parameters
+        (norms, biases, layer scales), the cls token and the absolute position embedding. The
+        [MASK] token and the relative-position tables are decayed, as BEiT decays them."""
+        names = {'cls_token'} | ({'pos_embed'} if self.pos_embed is not None else set())
+        return names | {name for name, p in self.named_parameters() if p.ndim <= 1}
 
     def _freeze_stages(self) -> None:
         if self.frozen_stages < 0:
