@@ -26,8 +26,17 @@ from dataclasses import dataclass, field
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+EPILOG = """examples:
+  tools/convert_checkpoint.py mocov3_vit-b.pth.tar mocov3_pecovit.pth
+  tools/convert_checkpoint.py beit_base_patch16_224_pt22k.pth beit_pecovit.pth \\
+      --per-block-rel-pos --img-size 512
+  tools/convert_checkpoint.py dino_vitbase16_pretrain_full_checkpoint.pth dino.pth --unsafe-pickle
+"""
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('src', help='source checkpoint (.pth / .pt / .safetensors)')
     parser.add_argument('dst', help='where to write the PeCoViT checkpoint')
     parser.add_argument('--format', default=None,
