@@ -104,7 +104,8 @@ def test_layer_decay_groups_closed_form(cfg_name, rate, lr):
         else:  # pyramid, neck, heads: full lr
             scale = 1.0
         assert g['lr'] == pytest.approx(lr * scale, rel=1e-9), name
-        no_wd = p.ndim <= 1 or name.endswith(('relative_position_bias_table', 'cls_token'))
+        # BEiT's rule: 1-d parameters and the cls token; relative-position tables decay
+        no_wd = p.ndim <= 1 or name.endswith('cls_token')
         assert g['weight_decay'] == (0.0 if no_wd else 0.05), name
     # the heads, necks and adapter are all at full lr
     head_names = [n for n in params if not n.startswith('backbone.') or '.pyramid.' in n]

@@ -131,9 +131,11 @@ def test_weight_decay_follows_mmpretrain_beit(recipe):
     ref_ow = dict(ref_cfg.optim_wrapper, type='OptimWrapper')
     ref_ow.pop('loss_scale', None)
     ref_ow.pop('dtype', None)
-    ref = MMPRETRAIN_CONSTRUCTORS.build(dict(
-        type=ref_ow.pop('constructor', 'DefaultOptimWrapperConstructor'), optim_wrapper_cfg=ref_ow,
-        paramwise_cfg=ref_ow.pop('paramwise_cfg')))(ref_model)
+    from mmengine.registry import DefaultScope
+    with DefaultScope.overwrite_default_scope('mmpretrain'):
+        ref = MMPRETRAIN_CONSTRUCTORS.build(dict(
+            type=ref_ow.pop('constructor', 'DefaultOptimWrapperConstructor'),
+            optim_wrapper_cfg=ref_ow, paramwise_cfg=ref_ow.pop('paramwise_cfg')))(ref_model)
     ours_model = Wrap(PeCoViT(arch='test', img_size=32, patch_size=8, qkv_bias='qv',
                               use_abs_pos_emb=False, rel_pos_bias='shared',
                               layer_scale_init_value=0.1, use_mask_token=True))
