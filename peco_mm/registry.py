@@ -71,6 +71,17 @@ def lazy_builder(module: str, registry, name: str):
     return build
 
 
+def real_class(registry, name: str):
+    """The class registered as `name`, importing its module first when a stand-in holds the
+    name (for code that inspects the class, e.g. its signature)."""
+    obj = registry.get(name)
+    module = getattr(obj, 'lazy_module', None)
+    if module is not None:
+        importlib.import_module(module)
+        obj = registry.get(name)
+    return obj
+
+
 def register_all() -> list[str]:
     """Import every core module that registers something, and register stand-ins for the
     host modules (`HOST_MODULES`); return the host modules skipped for a missing host."""

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
+import os.path as osp
 import random
 import statistics
 import time
@@ -263,11 +265,38 @@ def random_weights(model_cfg: dict):
         return node
 
     from mmengine.config import ConfigDict
+
+    from ..registry import real_class
     cfg = strip(model_cfg.to_dict() if hasattr(model_cfg, 'to_dict') else dict(model_cfg))
-    cls = MODELS.get(cfg['type'])
+    cls = real_class(MODELS, cfg['type']) if cfg['type'] in MODELS else None
     if cls is not None and 'require_target_checkpoint' in inspect.signature(cls).parameters:
         cfg['require_target_checkpoint'] = False
+    tg = cfg.get('target_generator')
+    if isinstance(tg, dict) and tg.get('type') == 'FrozenPeCoTokenizer' and \
+            not osp.isfile(str(tg.get('checkpoint'))):
+        frozen_only = ('type', 'checkpoint', 'with_decoder', 'channels_last', 'encode_bf16')
+        tg['checkpoint'] = random_tokenizer_checkpoint(
+            {k: v for k, v in tg.items() if k not in frozen_only})
     return ConfigDict(cfg)  # hosts read nested keys as attributes (train_cfg.rpn)
+
+
+def random_tokenizer_checkpoint(arch: dict) -> str:
+    """A tokenizer file with random weights (the paper's architecture unless `arch` says
+    otherwise), for a frozen target whose trained checkpoint is not at hand: speed and memory
+    do not depend on the weights. Written once per architecture to the temporary folder."""
+    import hashlib
+    import tempfile
+
+    from ..tokenizer import PeCoTokenizer
+    tag = hashlib.sha1(repr(sorted(arch.items())).encode()).hexdigest()[:10]
+    path = osp.join(tempfile.gettempdir(), f'peco_mm_random_tokenizer_{tag}.pth')
+    if not osp.isfile(path):
+        tok = PeCoTokenizer(perceptual_weight=0.0, with_decoder=False, codebook_init='random',
+                            **arch)
+        part = f'{path}.{os.getpid()}.part'
+        torch.save({'state_dict': tok.state_dict()}, part)
+        os.replace(part, path)
+    return path
 
 
 def build_model(cfg, device: str, batch: int) -> torch.nn.Module:

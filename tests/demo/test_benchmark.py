@@ -108,3 +108,26 @@ def test_step_memory_takes_the_highest_phase_line():
 def test_memory_rejects_a_single_measure_batch():
     with pytest.raises(SystemExit):
         load_tool('benchmark').parse_args(['memory', 'x.py', '--measure', '2', '2'])
+
+
+def test_random_weights_give_a_frozen_target_a_random_tokenizer_file(tmp_path):
+    """A pretraining config whose tokenizer checkpoint is not at hand still builds for speed
+    and memory figures: a random tokenizer of the configured architecture takes its place."""
+    from mmengine.config import ConfigDict
+    from mmengine.registry import MODELS, DefaultScope
+
+    from peco_mm.utils.benchmark import random_weights
+    tiny = dict(base_channels=16, channel_mult=(1, 2, 2, 4), num_res_blocks=1, embed_dims=16,
+                num_embeddings=16)
+    model_cfg = ConfigDict(
+        type='PeCo', backbone=dict(type='PeCoViT', arch='test', img_size=32, patch_size=8,
+                                   use_mask_token=True),
+        head=dict(type='PeCoMIMHead'),
+        target_generator=dict(type='FrozenPeCoTokenizer', checkpoint=str(tmp_path / 'no.pth'),
+                              **tiny))
+    cfg = random_weights(model_cfg)
+    assert cfg.target_generator.checkpoint != str(tmp_path / 'no.pth')
+    with DefaultScope.overwrite_default_scope('mmpretrain'):
+        model = MODELS.build(cfg)
+    assert model.target_generator.num_embeddings == 16 and model.head.num_classes == 16
+    assert model.target_generator.encoder.conv_in.weight.shape[0] == 16
