@@ -134,9 +134,6 @@ class PeCoMAE(PeCo):
             raise ValueError('PeCoMAE: the encoder sees only visible patches, so it needs '
                              'absolute positions: build PeCoViT with use_abs_pos_emb=True, '
                              "rel_pos_bias='none'")
-        if bb.out_indices[-1] != bb.num_layers - 1:
-            raise ValueError(f'PeCoMAE: backbone out_indices={bb.out_indices} must end with the '
-                             f'last block ({bb.num_layers - 1})')
         if self.neck is None:
             raise ValueError('PeCoMAE needs a neck (the MAE decoder, e.g. '
                              "dict(type='PeCoMAEDecoder'))")
@@ -163,10 +160,9 @@ class PeCoMAE(PeCo):
         return ids_shuffle[:, :keep], ids_shuffle[:, keep:], ids_restore
 
     def encode_visible(self, img: torch.Tensor, ids_keep: torch.Tensor) -> torch.Tensor:
-        """The encoder on the visible patches only: (B, 1+L, C)."""
-        x, grid = self.backbone.embed(img)  # (B, 1+N, C), positions added
-        x = torch.cat([x[:, :1], gather_tokens(x[:, 1:], ids_keep)], dim=1)  # (B, 1+L, C)
-        return self.backbone.forward_blocks(x, grid)[-1]  # final norm applied
+        """The encoder on the visible patches only, after its final norm: (B, 1+L, C)."""
+        return self.backbone.forward_intermediates(img, 1, keep=ids_keep, norm=True,
+                                                   output_fmt='NLC')[0]
 
     def loss(self, inputs: list[torch.Tensor], data_samples: list | None = None
              ) -> dict[str, torch.Tensor]:

@@ -6,6 +6,12 @@ layer scale, a learnable mask token. It serves MoCo v3 / MAE / timm / BEiT weigh
 (see `peco_mm.models.convert`), resizes its position tables to any H×W with torch, and can
 emit the 4-scale pyramid that UperNet and Mask R-CNN consume.
 
+One loop runs the blocks: `forward_intermediates(x, indices, ...)`, timm's API, returns the
+raw output of each selected block (the final LayerNorm only when asked, `norm=True`). Every
+consumer asks per call: the perceptual loss for blocks 3/6/9/12, PeCo for the normed tokens
+(`forward_features`), PeCo_MAE for the visible tokens, and `forward()`, the thin adapter the
+OpenMMLab hosts call, for its `out_indices` in its `out_type`.
+
 State-dict names follow timm / unilm BEiT (`patch_embed.proj`, `blocks.{i}.attn.qkv`,
 `blocks.{i}.gamma_1`, ...); relative-position tables live at `rel_pos_bias.*` (shared) or
 `blocks.{i}.rel_pos_bias.*` (per block).
@@ -18,6 +24,7 @@ from typing import Sequence
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+import torch.utils.checkpoint as cp
 from mmengine.model import BaseModule
 from torch.nn.init import trunc_normal_
 
@@ -33,7 +40,8 @@ ARCH_ZOO: dict[str, dict] = {
     'large': dict(embed_dims=1024, num_layers=24, num_heads=16, mlp_ratio=4.0),
     'huge': dict(embed_dims=1280, num_layers=32, num_heads=16, mlp_ratio=4.0),
 }
-OUT_TYPES = ('cls_token', 'avg_featmap', 'featmap', 'raw')
+OUT_TYPES = ('cls_token', 'avg_featmap', 'featmap')
+OUTPUT_FMTS = ('NCHW', 'NLC')
 
 
 class PatchEmbed(nn.Module):
@@ -57,6 +65,11 @@ class PatchEmbed(nn.Module):
         grid = (x.shape[2], x.shape[3])
         return x.flatten(2).transpose(1, 2), grid  # (B, h*w, C)
 
+    def feat_size(self, img_size: tuple[int, int]) -> tuple[int, int]:
+        """The patch grid (h, w) of an H×W input, padding included."""
+        p = self.patch_size
+        return -(-img_size[0] // p), -(-img_size[1] // p)
+
 
 @MODELS.register_module()
 class PeCoViT(BaseModule):
@@ -75,18 +88,23 @@ class PeCoViT(BaseModule):
         rel_pos_bias: 'none' | 'shared' (one table, BEiT pretraining) | 'per_block'.
         layer_scale_init_value: > 0 adds BEiT's layer scale (gamma_1, gamma_2).
         drop_path_rate: stochastic depth, linearly increasing over the blocks.
-        out_indices: blocks (0-based, negatives allowed) whose outputs are returned; default
-            the last block, or blocks 4/6/8/12 of 12 (scaled to the depth) with `pyramid`.
-        out_type: 'cls_token' (B, C); 'avg_featmap' (B, C) mean of patch tokens;
-            'featmap' (B, C, h, w) per index; 'raw' (B, 1+N, C).
-        final_norm: LayerNorm after the last block. With out_type='avg_featmap' and
-            final_norm=False, a `fc_norm` is applied after pooling (BEiT / MAE fine-tuning).
+        out_indices: blocks (0-based, negatives allowed) whose outputs `forward()` returns;
+            default the last block, or blocks 4/6/8/12 of 12 (scaled to the depth) with
+            `pyramid`. Other callers pass their blocks to `forward_intermediates`.
+        out_type: what `forward()` returns per index: 'cls_token' (B, C); 'avg_featmap'
+            (B, C) mean of patch tokens; 'featmap' (B, C, h, w).
+        final_norm: LayerNorm after the last block. `forward()` applies it to the last block's
+            output, as mmpretrain's and mmseg's ViTs do; `forward_intermediates` only with
+            norm=True. With out_type='avg_featmap' and final_norm=False, a `fc_norm` is
+            applied after pooling (BEiT / MAE fine-tuning).
         use_mask_token: learnable [MASK] embedding for masked image modeling.
         pad_to_patch: pad inputs whose size is not a multiple of the patch size (else error).
         frozen_stages: freeze patch embedding + the first `frozen_stages` blocks (linear probe:
             num_layers freezes everything, final norm included); -1 freezes nothing.
         pyramid: None, or kwargs of `ViTPyramidAdapter` (e.g. dict(norm_cfg=dict(type='BN')))
             to turn the four `out_indices` feature maps into strides 4/8/16/32.
+        with_cp: gradient checkpointing: in training, each block's activations are recomputed
+            in the backward pass instead of stored (ViT-L/H memory; about 1/3 more compute).
     """
 
     def __init__(self,
@@ -113,6 +131,7 @@ class PeCoViT(BaseModule):
                  frozen_stages: int = -1,
                  norm_eps: float = 1e-6,
                  pyramid: dict | None = None,
+                 with_cp: bool = False,
                  init_cfg: dict | list | None = None) -> None:
         super().__init__(init_cfg=init_cfg)
         # ---- validate flat arguments ---------------------------------------------------
@@ -167,6 +186,7 @@ class PeCoViT(BaseModule):
         self.grid = (img_size[0] // patch_size, img_size[1] // patch_size)
         self.out_type = out_type
         self.frozen_stages = frozen_stages
+        self.with_cp = bool(with_cp)
         self.num_extra_tokens = 1  # the cls token
 
         # ---- embeddings -----------------------------------------------------------------
@@ -241,46 +261,109 @@ class PeCoViT(BaseModule):
             x = x + resize_pos_embed(self.pos_embed, self.grid, grid).to(x.dtype)
         return self.pos_drop(x), grid
 
-    def forward_blocks(self, x: torch.Tensor, grid: tuple[int, int]
-                       ) -> list[torch.Tensor]:
-        """Run the blocks; return the (B, 1+N, C) tokens after each block in out_indices."""
+    def keep_tokens(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
+        """Keep the cls token and the patches `keep` (B, L) of x (B, 1+N, C): (B, 1+L, C)."""
+        ids = keep.unsqueeze(-1).expand(-1, -1, x.shape[-1])  # (B, L, C)
+        return torch.cat([x[:, :self.num_extra_tokens],
+                          x[:, self.num_extra_tokens:].gather(1, ids)], dim=1)
+
+    def take_indices(self, indices: int | Sequence[int] | None) -> list[int]:
+        """timm's block selection: None all, n the last n, a sequence 0-based (negatives from
+        the end); returns 0-based indices in the given order."""
+        L = self.num_layers
+        if indices is None:
+            indices = L
+        if isinstance(indices, int):
+            if not 0 < indices <= L:
+                raise ValueError(f'indices={indices}: the last n blocks needs 1 <= n <= {L}')
+            return list(range(L - indices, L))
+        take = [int(i) for i in indices]
+        bad = [i for i in take if not -L <= i < L]
+        if bad or not take:
+            raise ValueError(f'indices={list(indices)}: need block indices in -{L}..{L - 1}')
+        return [i % L for i in take]
+
+    def run_block(self, i: int, x: torch.Tensor, shared: torch.Tensor | None,
+                  grid: tuple[int, int]) -> torch.Tensor:
+        """Block i; with `with_cp` in training, its activations are recomputed in backward."""
+        blk = self.blocks[i]
+        if self.with_cp and self.training and torch.is_grad_enabled():
+            return cp.checkpoint(blk, x, shared, grid, use_reentrant=False)
+        return blk(x, shared, grid)
+
+    def forward_intermediates(self, x: torch.Tensor,
+                              indices: int | Sequence[int] | None = None,
+                              mask: torch.Tensor | None = None,
+                              norm: bool = False,
+                              output_fmt: str = 'NCHW',
+                              keep: torch.Tensor | None = None) -> list[torch.Tensor]:
+        """The outputs of the selected blocks: the one loop over the blocks (timm's API).
+
+        Args:
+            x: images (B, 3, H, W).
+            indices: the blocks, as timm takes them: None all, an int n the last n, or a
+                sequence of 0-based indices (negatives count from the end).
+            mask: (B, N) or (B, h, w), 1 = masked: those patches become [MASK] (BEiT, PeCo).
+            norm: apply the final norm to every returned output. Default False: each output
+                is the raw output of its block, the last block's included.
+            output_fmt: 'NCHW' the patch tokens as (B, C, h, w); 'NLC' all tokens
+                (B, 1+N, C), cls first (timm's 'NLC' drops the cls token; our consumers read it).
+            keep: (B, L) indices of the patches that enter the blocks, after the position
+                embedding (MAE's visible patches); 'NLC' only.
+
+        Returns:
+            one tensor per entry of `indices`, in that order. Blocks after the last selected
+            one are not run.
+        """
+        if output_fmt not in OUTPUT_FMTS:
+            raise ValueError(f'output_fmt={output_fmt!r}; allowed: {OUTPUT_FMTS}')
+        if keep is not None and output_fmt != 'NLC':
+            raise ValueError("keep= drops patches, so there is no (h, w) map: use "
+                             "output_fmt='NLC'")
+        take = self.take_indices(indices)
+        x, grid = self.embed(x, mask)  # (B, 1+N, C)
+        if keep is not None:
+            x = self.keep_tokens(x, keep)  # (B, 1+L, C)
         shared = self.rel_pos_bias(grid) if self.rel_pos_bias is not None else None
+        wanted = set(take)
         taps = {}
-        last = self.num_layers - 1
-        wanted = set(self.out_indices)
-        for i, blk in enumerate(self.blocks[:max(wanted) + 1]):
-            x = blk(x, shared, grid)
-            if i == last:
-                x = self.norm(x)
+        for i in range(max(take) + 1):
+            x = self.run_block(i, x, shared, grid)
             if i in wanted:
-                taps[i] = x
-        # an index may repeat (a shallow model feeding the 4-scale pyramid)
-        return [taps[i] for i in self.out_indices]
+                taps[i] = self.norm(x) if norm else x
+        outs = [taps[i] for i in take]  # an index may repeat (a shallow model's pyramid)
+        if output_fmt == 'NCHW':
+            outs = [self.to_featmap(o, grid) for o in outs]
+        return outs
 
     def forward_features(self, x: torch.Tensor, mask: torch.Tensor | None = None
                          ) -> torch.Tensor:
-        """All tokens after the last block and final norm: (B, 1+N, C)."""
-        x, grid = self.embed(x, mask)
-        shared = self.rel_pos_bias(grid) if self.rel_pos_bias is not None else None
-        for blk in self.blocks:
-            x = blk(x, shared, grid)
-        return self.norm(x)
+        """All tokens after the last block and the final norm: (B, 1+N, C)."""
+        return self.forward_intermediates(x, 1, mask, norm=True, output_fmt='NLC')[0]
+
+    def to_featmap(self, x: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
+        """(B, 1+N, C) tokens -> (B, C, h, w) map of the patch tokens."""
+        patches = x[:, self.num_extra_tokens:]  # (B, N, C)
+        B, N, C = patches.shape
+        return patches.transpose(1, 2).reshape(B, C, grid[0], grid[1])
 
     def format_output(self, x: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
-        if self.out_type == 'raw':
-            return x  # (B, 1+N, C)
+        """(B, 1+N, C) tokens -> the `out_type` output."""
         if self.out_type == 'cls_token':
             return x[:, 0]  # (B, C)
-        patches = x[:, self.num_extra_tokens:]  # (B, N, C)
         if self.out_type == 'avg_featmap':
-            return self.fc_norm(patches.mean(dim=1))  # (B, C)
-        B, N, C = patches.shape
-        return patches.transpose(1, 2).reshape(B, C, grid[0], grid[1])  # (B, C, h, w)
+            return self.fc_norm(x[:, self.num_extra_tokens:].mean(dim=1))  # (B, C)
+        return self.to_featmap(x, grid)  # (B, C, h, w)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, ...]:
-        x, grid = self.embed(x, mask)
-        outs = [self.format_output(o, grid) for o in self.forward_blocks(x, grid)]
+        """The OpenMMLab adapter: one `out_type` output per `out_indices` entry; the last
+        block's output passes the final norm, as in mmpretrain's and mmseg's ViTs."""
+        grid = self.patch_embed.feat_size(x.shape[-2:])
+        outs = self.forward_intermediates(x, self.out_indices, mask, output_fmt='NLC')
+        last = self.num_layers - 1
+        outs = [self.format_output(self.norm(o) if i == last else o, grid)
+                for i, o in zip(self.out_indices, outs)]
         if self.pyramid is not None:
             return tuple(self.pyramid(outs))
         return tuple(outs)
@@ -305,13 +388,12 @@ class PeCoViT(BaseModule):
         return num_depths - 1, num_depths
 
     def no_weight_decay(self) -> set[str]:
-        """Parameter names exempt from weight decay: tokens, position tables, norms, biases."""
-        names = set()
-        for name, p in self.named_parameters():
-            if (p.ndim <= 1 or name in ('cls_token', 'mask_token', 'pos_embed')
-                    or name.endswith('relative_position_bias_table')):
-                names.add(name)
-        return names
+        """Parameter names exempt from weight decay, BEiT's rule (unilm `optim_factory`, the
+        same in pretraining and fine-tuning): every 1-d parameter (norms, biases, q/v biases,
+        layer scales) and `cls_token`, `pos_embed`. The [MASK] token and the relative-position
+        tables are decayed, as in BEiT's pretraining and fine-tuning."""
+        return {name for name, p in self.named_parameters()
+                if p.ndim <= 1 or name in ('cls_token', 'pos_embed')}
 
     def _freeze_stages(self) -> None:
         if self.frozen_stages < 0:

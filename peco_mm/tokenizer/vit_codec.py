@@ -16,20 +16,21 @@ from .perceptual import quiet_init_weights
 
 
 class ViTEncoder(nn.Module):
-    """(B, 3, H, W) -> (B, code_dims, H/p, W/p)."""
+    """(B, 3, H, W) -> (B, code_dims, H/p, W/p): the last block's patch tokens after the
+    final norm, projected to the codebook width."""
 
     def __init__(self, code_dims: int, **vit_cfg) -> None:
         super().__init__()
         cfg = dict(arch='base', img_size=224, patch_size=16)
         cfg.update(vit_cfg)
-        cfg.update(out_type='featmap', out_indices=-1)
         self.vit = PeCoViT(**cfg)
         quiet_init_weights(self.vit)
         self.downsample = self.vit.patch_size
         self.proj = nn.Conv2d(self.vit.embed_dims, code_dims, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.proj(self.vit(x)[0])  # (B, D, h, w)
+        feats = self.vit.forward_intermediates(x, 1, norm=True, output_fmt='NCHW')[0]
+        return self.proj(feats)  # (B, D, h, w)
 
 
 class ViTDecoder(nn.Module):

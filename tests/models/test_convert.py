@@ -353,13 +353,13 @@ def test_load_pretrained_vit(tmp_path):
     ckpt, ref_tokens, _ = src_mocov3()
     path = tmp_path / 'moco.pth'
     torch.save(ckpt, path)
-    model = load_pretrained_vit(str(path), num_heads=4, out_type='raw', out_indices=(0, 1))
+    model = load_pretrained_vit(str(path), num_heads=4, out_type='featmap', out_indices=(0, 1))
     model.eval()
     x = images()
     with torch.no_grad():
         outs = model(x)
-        torch.testing.assert_close(outs[1], ref_tokens(x), atol=ATOL, rtol=0)
-    assert len(outs) == 2 and outs[0].shape == (2, 17, 64)
+        torch.testing.assert_close(model.forward_features(x), ref_tokens(x), atol=ATOL, rtol=0)
+    assert [o.shape for o in outs] == [(2, 64, 4, 4)] * 2
     torch.save({'weights': {'a': torch.zeros(1)}}, tmp_path / 'odd.pth')
     with pytest.raises(ValueError, match="top-level keys \\['weights'\\]"):
         load_pretrained_vit(str(tmp_path / 'odd.pth'))

@@ -49,26 +49,27 @@ def test_relative_position_index_closed_form():
 @pytest.mark.parametrize('mode', ['shared', 'per_block'])
 def test_rel_pos_bias_zero_table_is_identity_and_nonzero_changes_output(mode):
     x = torch.randn(2, 3, 32, 32)
-    plain = tiny(out_type='raw')
-    rel = tiny(out_type='raw', rel_pos_bias=mode)
+    plain = tiny()
+    rel = tiny(rel_pos_bias=mode)
     rel.load_state_dict(plain.state_dict(), strict=False)
-    torch.testing.assert_close(rel(x)[0], plain(x)[0])  # zero tables at init
+    # zero tables at init
+    torch.testing.assert_close(rel.forward_features(x), plain.forward_features(x))
     tables = [p for n, p in rel.named_parameters() if n.endswith('bias_table')]
     assert len(tables) == (1 if mode == 'shared' else 2)
     with torch.no_grad():
         for t in tables:
             t.normal_(std=1.0)
-    assert (rel(x)[0] - plain(x)[0]).abs().max() > 1e-2
+    assert (rel.forward_features(x) - plain.forward_features(x)).abs().max() > 1e-2
 
 
 def test_shared_table_expands_per_block_with_equal_output():
     x = torch.randn(2, 3, 32, 32)
-    shared = tiny(out_type='raw', rel_pos_bias='shared')
+    shared = tiny(rel_pos_bias='shared')
     with torch.no_grad():
         shared.rel_pos_bias.relative_position_bias_table.normal_()
-    per_block = tiny(out_type='raw', rel_pos_bias='per_block')
+    per_block = tiny(rel_pos_bias='per_block')
     per_block.load_state_dict(shared.state_dict())
-    torch.testing.assert_close(per_block(x)[0], shared(x)[0])
+    torch.testing.assert_close(per_block.forward_features(x), shared.forward_features(x))
 
 
 def test_non_square_and_other_size_inputs():
@@ -86,16 +87,17 @@ def test_non_square_and_other_size_inputs():
 def test_loading_at_another_size_equals_on_the_fly_resizing():
     """A 32 px checkpoint loaded into a 48 px model gives the same features as the 32 px model
     resizing its tables on the fly for a 48 px input."""
-    src = tiny(out_type='raw', rel_pos_bias='per_block')
+    src = tiny(rel_pos_bias='per_block')
     with torch.no_grad():
         for n, p in src.named_parameters():
             if n.endswith('bias_table'):
                 p.normal_()
-    dst = tiny(out_type='raw', rel_pos_bias='per_block', img_size=48)
+    dst = tiny(rel_pos_bias='per_block', img_size=48)
     dst.load_state_dict(src.state_dict())
     assert dst.pos_embed.shape == (1, 1 + 36, 64)
     x = torch.randn(2, 3, 48, 48)
-    torch.testing.assert_close(dst(x)[0], src(x)[0], atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(dst.forward_features(x), src.forward_features(x), atol=1e-5,
+                               rtol=1e-5)
 
 
 def test_resize_pos_embed_constant_stays_constant():
@@ -107,9 +109,9 @@ def test_resize_pos_embed_constant_stays_constant():
 
 def test_out_types():
     x = torch.randn(2, 3, 32, 32)
-    raw = tiny(out_type='raw')(x)[0]
+    tokens = tiny().forward_features(x)
     cls = tiny(out_type='cls_token')(x)[0]
-    torch.testing.assert_close(cls, raw[:, 0])
+    torch.testing.assert_close(cls, tokens[:, 0])
     avg = tiny(out_type='avg_featmap', final_norm=False)
     tokens = avg.forward_features(x)  # final_norm=False: no norm before pooling
     ref = F.layer_norm(tokens[:, 1:].mean(1), (64,), avg.fc_norm.weight, avg.fc_norm.bias, 1e-6)
@@ -148,10 +150,11 @@ def test_no_weight_decay_set():
     m = tiny(rel_pos_bias='per_block', use_mask_token=True, layer_scale_init_value=0.1,
              qkv_bias='qv')
     nwd = m.no_weight_decay()
-    assert {'cls_token', 'mask_token', 'pos_embed', 'blocks.0.rel_pos_bias.'
-            'relative_position_bias_table', 'blocks.1.attn.q_bias', 'blocks.0.gamma_1',
+    assert {'cls_token', 'pos_embed', 'blocks.1.attn.q_bias', 'blocks.0.gamma_1',
             'norm.weight', 'norm.bias', 'blocks.0.mlp.fc1.bias'} <= nwd
-    assert not {'blocks.0.attn.qkv.weight', 'patch_embed.proj.weight',
+    # BEiT decays the [MASK] token and the relative-position tables
+    assert not {'blocks.0.attn.qkv.weight', 'patch_embed.proj.weight', 'mask_token',
+                'blocks.0.rel_pos_bias.relative_position_bias_table',
                 'blocks.1.mlp.fc2.weight'} & nwd
 
 
@@ -194,13 +197,13 @@ def test_presets_have_paper_sizes():
 
 
 def test_non_square_model_reloads_its_own_state():
-    m = tiny(img_size=(32, 48), rel_pos_bias='per_block', out_type='raw')
+    m = tiny(img_size=(32, 48), rel_pos_bias='per_block')
     with torch.no_grad():
         m.blocks[0].rel_pos_bias.relative_position_bias_table.normal_()
-    m2 = tiny(img_size=(32, 48), rel_pos_bias='per_block', out_type='raw')
+    m2 = tiny(img_size=(32, 48), rel_pos_bias='per_block')
     m2.load_state_dict(m.state_dict())
     x = torch.randn(1, 3, 32, 48)
-    torch.testing.assert_close(m2(x)[0], m(x)[0])
+    torch.testing.assert_close(m2.forward_features(x), m.forward_features(x))
 
 
 def test_shallow_model_feeds_the_pyramid_with_repeated_blocks():
@@ -214,7 +217,7 @@ def test_shallow_model_feeds_the_pyramid_with_repeated_blocks():
 
 
 def test_rel_pos_index_cache_is_bounded():
-    m = tiny(rel_pos_bias='shared', out_type='raw')
+    m = tiny(rel_pos_bias='shared')
     for w in range(40, 120, 8):
         m(torch.randn(1, 3, 32, w))
     assert len(m.rel_pos_bias._index_cache) == m.rel_pos_bias.max_cached_grids
