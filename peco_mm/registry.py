@@ -6,12 +6,15 @@ mmseg) is a child of those, and a child looks a plain name up in its parents, so
 in any scope, including when a host builds it internally (a detector building its backbone,
 a self-supervised algorithm building its target generator).
 
-Modules that subclass a host's classes are imported only when that host is installed
-(`OPTIONAL_MODULES`): with mmdet absent, the mmseg and mmpretrain parts still register.
+Modules that subclass a host's classes (`HOST_MODULES`) are imported when one of their types
+is first built, so `import peco_mm` does not import mmpretrain or mmdet; with a host absent,
+its types are not registered and the other hosts' parts still work.
 """
 from __future__ import annotations
 
 import importlib
+import importlib.util
+import sys
 import warnings
 
 from mmengine.registry import DATASETS, HOOKS, METRICS, MODELS, OPTIM_WRAPPER_CONSTRUCTORS
@@ -20,52 +23,75 @@ from mmengine.registry import TRANSFORMS, VISUALIZERS
 __all__ = ['DATASETS', 'HOOKS', 'METRICS', 'MODELS', 'OPTIM_WRAPPER_CONSTRUCTORS', 'TRANSFORMS',
            'VISUALIZERS', 'register_all']
 
-# modules that only need torch / mmengine / mmcv / timm
+# modules that only need torch / mmengine / mmcv / timm: imported by `import peco_mm`
 CORE_MODULES = [
     'peco_mm.models',
+    'peco_mm.models.mim_head',
     'peco_mm.engine',
     'peco_mm.datasets.seg_checks',
+    'peco_mm.datasets.bad_samples',
+    'peco_mm.datasets.mim_transforms',
     'peco_mm.tokenizer',
     'peco_mm.engine.hooks',
     'peco_mm.evaluation',
 ]
-# module -> the host packages it needs; skipped (not an error) when one is missing
-OPTIONAL_MODULES: dict[str, tuple[str, ...]] = {
-    'peco_mm.datasets.coco_checks': ('mmdet',),
-    'peco_mm.datasets.mim_transforms': ('mmcv',),
-    'peco_mm.models.mim_head': (),
-    'peco_mm.models.peco': ('mmpretrain',),
-    'peco_mm.models.peco_mae': ('mmpretrain',),
+# modules that subclass a host's classes: module -> (host package, registry, names). They are
+# imported when one of their names is first built (importing mmpretrain or mmdet costs about
+# a second each), and skipped (not an error) when the host is not installed.
+HOST_MODULES: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    'peco_mm.models.peco': ('mmpretrain', 'MODELS', ('PeCo',)),
+    'peco_mm.models.peco_mae': ('mmpretrain', 'MODELS', ('PeCoMAE', 'PeCoMAEDecoder')),
+    'peco_mm.datasets.coco_checks': ('mmdet', 'DATASETS', ('CheckedCocoDataset',)),
 }
 
 _registered = False
 
 
 def host_available(name: str) -> bool:
-    """True when the host imports (a broken or absent install counts as missing)."""
+    """True when the host package is installed (found without importing it)."""
     try:
-        importlib.import_module(name)
-    except ImportError:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
         return False
-    return True
+
+
+def lazy_builder(module: str, registry, name: str):
+    """A stand-in registered as `name`: on first use it imports `module`, whose own
+    registration replaces it, then builds the real class with the same arguments."""
+    def build(*args, **kwargs):
+        importlib.import_module(module)
+        real = registry.get(name)
+        if real is build:
+            raise RuntimeError(f'{module} did not register {name}')
+        return real(*args, **kwargs)
+
+    build.__name__ = build.__qualname__ = name
+    build.__doc__ = f'{name} from {module}, imported on first use.'
+    build.lazy_module = module
+    return build
 
 
 def register_all() -> list[str]:
-    """Import every module that registers something; return the optional ones skipped."""
+    """Import every core module that registers something, and register stand-ins for the
+    host modules (`HOST_MODULES`); return the host modules skipped for a missing host."""
     global _registered
     from .engine.compat import allow_mmengine_checkpoints
     allow_mmengine_checkpoints()
     skipped = []
     for mod in CORE_MODULES:
         importlib.import_module(mod)
-    for mod, hosts in OPTIONAL_MODULES.items():
-        missing = [h for h in hosts if not host_available(h)]
-        if missing:
+    for mod, (host, registry_name, names) in HOST_MODULES.items():
+        if not host_available(host):
             skipped.append(mod)
             if not _registered:
-                warnings.warn(f'peco_mm: {mod} not registered: {", ".join(missing)} is not '
-                              'installed', stacklevel=2)
+                warnings.warn(f'peco_mm: {mod} not registered: {host} is not installed',
+                              stacklevel=2)
             continue
-        importlib.import_module(mod)
+        if mod in sys.modules:  # already imported: its classes are registered
+            continue
+        registry = globals()[registry_name]
+        for name in names:
+            if name not in registry.module_dict:
+                registry.register_module(name=name, module=lazy_builder(mod, registry, name))
     _registered = True
     return skipped

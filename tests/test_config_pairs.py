@@ -37,6 +37,10 @@ def config_writing(checkpoint: str) -> Path:
         raise ValueError(f'{checkpoint}: not a work_dirs/<run>/<file> path')
     if parts[1] == 'demo':  # tools/demo.py: stage S of configs/demo/S_*.py in work_dirs/demo/S
         found = sorted((ROOT / 'configs' / 'demo').glob(f'{parts[2]}_*.py'))
+        # tokenizer_tiny_photos.py runs in tokenizer/, its variant
+        # tokenizer_tiny_photos_lambda0.py in tokenizer_lambda0/: the stage's own config is the
+        # shortest name
+        found = [p for p in found if len(p.stem) == min(len(q.stem) for q in found)]
     else:
         found = [p for p in CONFIGS if p.stem == parts[1]]
     if len(found) != 1:
@@ -111,3 +115,21 @@ def test_downstream_normalises_as_its_pretraining(pretrain, downstream):
 def test_downstream_builds_the_pretrained_vit(pretrain, downstream):
     want, got = vit_layout(load(pretrain)), vit_layout(load(downstream))
     assert got == want, f'{_name(downstream)}: {got}; {_name(pretrain)}: {want}'
+
+
+TOKENIZER_TARGETS = [p for p in CONFIGS
+                     if (load(p).model.get('target_generator') or {}).get('type')
+                     == 'FrozenPeCoTokenizer']
+
+
+@pytest.mark.parametrize('pretrain', TOKENIZER_TARGETS, ids=_name)
+def test_pretraining_names_a_tokenizer_a_shipped_config_trains(pretrain):
+    """A frozen tokenizer takes its architecture from the checkpoint: the config names the file
+    (written by a tokenizer config) and no argument FrozenPeCoTokenizer would refuse."""
+    from peco_mm.tokenizer.tokenizer import ARCH_KEYS, FrozenPeCoTokenizer
+    tg = dict(load(pretrain).model.target_generator)
+    accepted = set(inspect.signature(FrozenPeCoTokenizer).parameters) - {'arch'}
+    unknown = set(tg) - {'type'} - accepted - set(ARCH_KEYS)
+    assert not unknown, f'{_name(pretrain)}: target_generator keys {sorted(unknown)} are refused'
+    writer = config_writing(tg['checkpoint'])
+    assert load(writer).model.type == 'PeCoTokenizer', f'{writer} does not train a tokenizer'

@@ -1,6 +1,5 @@
 """Every shipped config parses and its model builds (pretrained paths switched off, sizes as
 shipped, so this also catches a ViT-B config that no longer matches its heads)."""
-import inspect
 from pathlib import Path
 
 import pytest
@@ -11,11 +10,6 @@ import peco_mm  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted(p for p in (ROOT / 'configs').rglob('*.py') if '_base_' not in p.parts)
-
-
-def _cp_supported() -> bool:
-    from peco_mm.models.vit import PeCoViT
-    return 'with_cp' in inspect.signature(PeCoViT.__init__).parameters
 
 
 def _drop_pretrained(node):
@@ -39,8 +33,6 @@ def test_config_builds(path):
     registry = __import__(f'{scope}.registry', fromlist=['MODELS'])
     model_cfg = cfg.model
     _drop_pretrained(model_cfg)
-    if not _cp_supported():  # the ViT-L/H configs name `with_cp`; PeCoViT predating it
-        model_cfg.get('backbone', {}).pop('with_cp', None)
     with DefaultScope.overwrite_default_scope(scope):
         try:
             model = registry.MODELS.build(model_cfg)

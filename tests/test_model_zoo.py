@@ -82,9 +82,14 @@ def test_metafile_batch_schedule_and_host_match_the_config(model):
     if meta['Batch Per GPU'] != cfg.train_dataloader.batch_size:
         problems.append(f"{where}: Batch Per GPU {meta['Batch Per GPU']} but the config's "
                         f'train_dataloader.batch_size is {cfg.train_dataloader.batch_size}')
-    if meta['Batch Size'] != meta['GPUs'] * meta['Batch Per GPU']:
+    accum = meta.get('Accumulation', 1)
+    if accum != cfg.optim_wrapper.get('accumulative_counts', 1):
+        problems.append(f"{where}: Accumulation {accum} but the config's "
+                        'optim_wrapper.accumulative_counts is '
+                        f"{cfg.optim_wrapper.get('accumulative_counts', 1)}")
+    if meta['Batch Size'] != meta['GPUs'] * meta['Batch Per GPU'] * accum:
         problems.append(f"{where}: Batch Size {meta['Batch Size']} != GPUs {meta['GPUs']} x "
-                        f"Batch Per GPU {meta['Batch Per GPU']}")
+                        f"Batch Per GPU {meta['Batch Per GPU']} x Accumulation {accum}")
     for key, cfg_key in (('Epochs', 'max_epochs'), ('Iterations', 'max_iters')):
         if key in meta and meta[key] != cfg.train_cfg.get(cfg_key):
             problems.append(f'{where}: {key} {meta[key]} but the config\'s train_cfg.{cfg_key} '

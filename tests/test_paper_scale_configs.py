@@ -2,7 +2,6 @@
 in ViT-L/H, gradient accumulation that keeps the paper's total batch (and the arithmetic the
 comments state), and FSDP variants whose strategy mmengine builds and whose wrap policy makes
 one FSDP unit per transformer block at the real ViT-L/H width."""
-import inspect
 import re
 from pathlib import Path
 
@@ -19,11 +18,6 @@ COCO = ('mask_rcnn_', 'cascade_mask_rcnn_')
 
 def _name(p: Path) -> str:
     return p.stem
-
-
-def _cp_supported() -> bool:
-    from peco_mm.models.vit import PeCoViT
-    return 'with_cp' in inspect.signature(PeCoViT.__init__).parameters
 
 
 @pytest.mark.parametrize('path', PAPER_SCALE, ids=_name)
@@ -107,8 +101,6 @@ def test_fsdp_config_builds(path, single_process_group):
     # the model from the config, one block at the real width (tiny depth and size), wrapped
     # as FlexibleRunner wraps it: the size policy makes exactly that block one FSDP unit
     bb = {k: v for k, v in cfg.model.backbone.items() if k != 'type'}
-    if not _cp_supported():
-        bb.pop('with_cp')
     arch = dict(ARCH_ZOO[bb.pop('arch')], num_layers=1)
     bb.update(arch=arch, img_size=2 * bb['patch_size'])  # 2x2 patches
     vit = PeCoViT(**bb)

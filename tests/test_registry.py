@@ -1,5 +1,6 @@
-"""DESIGN §2: after custom_imports, peco_mm types resolve by plain name in every host scope,
-also when a host builds them internally; a missing host is skipped without error."""
+"""After custom_imports, peco_mm types resolve by plain name in every host scope, also when a
+host builds them internally; a missing host is skipped without error; `import peco_mm` is
+light (no host package imported, nothing in mmengine patched)."""
 import subprocess
 import sys
 
@@ -9,8 +10,7 @@ from mmengine.registry import DefaultScope
 import peco_mm  # noqa: F401
 from tests.conftest import ROOT
 
-TINY = dict(type='PeCoViT', embed_dims=64, num_layers=2, num_heads=4, img_size=32,
-            patch_size=8)
+TINY = dict(type='PeCoViT', arch='test', img_size=32, patch_size=8)
 
 
 @pytest.mark.parametrize('scope', ['mmpretrain', 'mmdet', 'mmseg'])
@@ -49,3 +49,47 @@ def test_missing_host_is_skipped():
                          timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stdout.strip().endswith('PeCoViT')
+
+
+def test_import_is_light_and_patches_nothing():
+    """`import peco_mm` imports no host package and leaves mmengine's HistoryBuffer alone; the
+    host modules are imported when one of their types is first built."""
+    code = (
+        'import sys, inspect\n'
+        'from mmengine.logging import HistoryBuffer\n'
+        'before = HistoryBuffer.__dict__["__getstate__"]\n'
+        'import peco_mm\n'
+        'hosts = sorted(h for h in ("mmpretrain", "mmdet", "mmseg", "timm", "torchvision")\n'
+        '               if h in sys.modules)\n'
+        'print("hosts", hosts)\n'
+        'print("patched", HistoryBuffer.__dict__["__getstate__"] is not before)\n'
+        'from mmengine.registry import MODELS\n'
+        'print("lazy", inspect.isclass(MODELS.get("PeCoMAEDecoder")))\n'
+        'dec = MODELS.build(dict(type="PeCoMAEDecoder", grid=2, in_channels=8, embed_dims=8,\n'
+        '                        num_layers=1, num_heads=2))\n'
+        'print("built", type(dec).__name__, inspect.isclass(MODELS.get("PeCoMAEDecoder")),\n'
+        '      inspect.isclass(MODELS.get("PeCoMAE")), "mmpretrain" in sys.modules)\n')
+    out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.splitlines() == [
+        'hosts []', 'patched False', 'lazy False', 'built PeCoMAEDecoder True True True']
+
+
+def test_checkpoints_of_our_launcher_keep_history_buffer_unpatched(tmp_path):
+    """The checkpoint hook drops HistoryBuffer's bound methods only while it saves."""
+    import torch
+    from mmengine.logging import HistoryBuffer
+
+    from peco_mm.engine.compat import history_buffers_without_methods
+    original = HistoryBuffer.__dict__['__getstate__']
+    buf = HistoryBuffer()
+    buf.update(1.0)
+    with history_buffers_without_methods():
+        torch.save({'buf': buf}, tmp_path / 'a.pth')
+    assert HistoryBuffer.__dict__['__getstate__'] is original
+    loaded = torch.load(tmp_path / 'a.pth', weights_only=True)['buf']
+    assert loaded.current() == 1.0 and loaded.mean() == 1.0
+    torch.save({'buf': buf}, tmp_path / 'b.pth')  # mmengine's own pickling: not safe to load
+    with pytest.raises(Exception, match='(?i)weights.only'):
+        torch.load(tmp_path / 'b.pth', weights_only=True)

@@ -16,27 +16,32 @@ Every dropped, unrecognised, missing or unexpected key is printed by name. The s
 with torch.load(weights_only=True); files holding other pickled objects (e.g. argparse
 namespaces in MAE / DINO training checkpoints) need --unsafe-pickle, for trusted files only.
 """
-from __future__ import annotations
-
+# no `from __future__ import annotations`: the dataclass must work when the tool is loaded
+# from its file without a sys.modules entry (tests, tools/demo.py)
 import argparse
 import os
 import sys
-
-import torch
+from dataclasses import dataclass, field
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from peco_mm.models.convert import (FORMATS, convert_checkpoint,  # noqa: E402
-                                    load_checkpoint_file)
-from peco_mm.models.vit import PeCoViT  # noqa: E402
+
+EPILOG = """examples:
+  tools/convert_checkpoint.py mocov3_vit-b.pth.tar mocov3_pecovit.pth
+  tools/convert_checkpoint.py beit_base_patch16_224_pt22k.pth beit_pecovit.pth \\
+      --per-block-rel-pos --img-size 512
+  tools/convert_checkpoint.py dino_vitbase16_pretrain_full_checkpoint.pth dino.pth --unsafe-pickle
+"""
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(
+        description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument('src', help='source checkpoint (.pth / .pt / .safetensors)')
     parser.add_argument('dst', help='where to write the PeCoViT checkpoint')
-    parser.add_argument('--format', choices=FORMATS, default=None,
-                        help='source layout (default: detected)')
+    parser.add_argument('--format', default=None,
+                        help='source layout (default: detected); one of '
+                        'peco_mm.models.convert.FORMATS, which an unknown name lists')
     parser.add_argument('--img-size', type=int, default=None,
                         help='resize position tables to this image size')
     parser.add_argument('--per-block-rel-pos', action='store_true',
@@ -48,6 +53,60 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help='allow torch.load(weights_only=False) for a trusted source that '
                         'holds non-tensor objects')
     return parser.parse_args(argv)
+
+
+@dataclass
+class ConvertResult:
+    """What `convert_file` did: the PeCoViT arguments that load `dst`, and every key report."""
+    src: str
+    dst: str
+    fmt: str
+    source: str  # where in the file the backbone was, e.g. "ckpt['model']"
+    pecovit_args: dict
+    dropped: dict[str, str] = field(default_factory=dict)  # key -> reason
+    unrecognised: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)  # PeCoViT parameters the file lacks
+    unexpected: list[str] = field(default_factory=list)  # in the file, not in PeCoViT
+    notes: list[str] = field(default_factory=list)
+    num_tensors: int = 0
+    num_values: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.unexpected or self.unrecognised)
+
+
+def convert_file(src: str, dst: str, fmt: str | None = None, img_size: int | None = None,
+                 per_block_rel_pos: bool = False, num_heads: int | None = None,
+                 unsafe_pickle: bool = False, warn=None) -> ConvertResult:
+    """Convert `src`, check it against the PeCoViT its arguments build, write `dst`.
+
+    Raises FileNotFoundError / ValueError (unreadable file, unknown format, bad size).
+    """
+    import torch
+
+    from peco_mm.models.checkpoint import read_checkpoint
+    from peco_mm.models.convert import convert_checkpoint
+    from peco_mm.models.vit import PeCoViT
+
+    ckpt = read_checkpoint(src, unsafe_pickle=unsafe_pickle, warn=warn)
+    conv = convert_checkpoint(ckpt, fmt, img_size, per_block_rel_pos)
+    kwargs = conv.kwargs
+    if num_heads is not None:
+        kwargs['arch']['num_heads'] = num_heads
+        conv.notes = [n for n in conv.notes if not n.startswith('num_heads=')]
+    # check the result against the PeCoViT the arguments build
+    model = PeCoViT(**kwargs)
+    missing, unexpected = model.load_state_dict(dict(conv.state_dict), strict=False)
+    os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
+    meta = dict(source=os.path.abspath(src), format=conv.fmt, pecovit_args=kwargs,
+                dropped=sorted(conv.dropped), unrecognised=conv.unrecognised, notes=conv.notes)
+    torch.save({'state_dict': conv.state_dict, 'meta': meta}, dst)
+    return ConvertResult(
+        src=str(src), dst=str(dst), fmt=conv.fmt, source=conv.source, pecovit_args=kwargs,
+        dropped=conv.dropped, unrecognised=conv.unrecognised, missing=list(missing),
+        unexpected=list(unexpected), notes=conv.notes, num_tensors=len(conv.state_dict),
+        num_values=sum(v.numel() for v in conv.state_dict.values()))
 
 
 def config_repr(value) -> str:
@@ -67,39 +126,24 @@ def print_keys(title: str, keys, reasons: dict | None = None) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        ckpt = load_checkpoint_file(args.src, unsafe_pickle=args.unsafe_pickle, warn=print)
-        conv = convert_checkpoint(ckpt, args.format, args.img_size, args.per_block_rel_pos)
+        res = convert_file(args.src, args.dst, args.format, args.img_size, args.per_block_rel_pos,
+                           args.num_heads, args.unsafe_pickle, warn=print)
     except (FileNotFoundError, ValueError) as err:
         print(f'convert_checkpoint: error: {err}', file=sys.stderr)
         return 1
-    kwargs = conv.kwargs
-    if args.num_heads is not None:
-        kwargs['arch']['num_heads'] = args.num_heads
-        conv.notes = [n for n in conv.notes if not n.startswith('num_heads=')]
-    print(f'source: {args.src} ({conv.fmt}, backbone at {conv.source})')
-    for note in conv.notes:
+    print(f'source: {args.src} ({res.fmt}, backbone at {res.source})')
+    for note in res.notes:
         print(f'note: {note}')
-    print_keys('dropped keys (not part of the backbone)', sorted(conv.dropped), conv.dropped)
-    print_keys('unrecognised keys (not converted)', conv.unrecognised)
-
-    # check the result against the PeCoViT the printed arguments build
-    model = PeCoViT(**kwargs)
-    missing, unexpected = model.load_state_dict(dict(conv.state_dict), strict=False)
-    print_keys('missing keys (PeCoViT parameters the file does not provide)', missing)
-    print_keys('unexpected keys (in the file, not in PeCoViT)', unexpected)
-
-    out_dir = os.path.dirname(os.path.abspath(args.dst))
-    os.makedirs(out_dir, exist_ok=True)
-    meta = dict(source=os.path.abspath(args.src), format=conv.fmt, pecovit_args=kwargs,
-                dropped=sorted(conv.dropped), unrecognised=conv.unrecognised, notes=conv.notes)
-    torch.save({'state_dict': conv.state_dict, 'meta': meta}, args.dst)
-    n_params = sum(v.numel() for v in conv.state_dict.values())
-    print(f'wrote {args.dst}: {len(conv.state_dict)} tensors, {n_params / 1e6:.2f} M values')
-    args_str = config_repr(kwargs)[len('dict('):-1]
+    print_keys('dropped keys (not part of the backbone)', sorted(res.dropped), res.dropped)
+    print_keys('unrecognised keys (not converted)', res.unrecognised)
+    print_keys('missing keys (PeCoViT parameters the file does not provide)', res.missing)
+    print_keys('unexpected keys (in the file, not in PeCoViT)', res.unexpected)
+    print(f'wrote {args.dst}: {res.num_tensors} tensors, {res.num_values / 1e6:.2f} M values')
+    args_str = config_repr(res.pecovit_args)[len('dict('):-1]
     print(f'PeCoViT arguments: {args_str}')
     print(f"config: backbone=dict(type='PeCoViT', {args_str}, "
           f"init_cfg=dict(type='Pretrained', checkpoint={args.dst!r}))")
-    return 0 if not (missing or unexpected or conv.unrecognised) else 2
+    return 0 if res.ok else 2
 
 
 if __name__ == '__main__':

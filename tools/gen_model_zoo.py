@@ -2,10 +2,11 @@
 """Write docs/model_zoo.md from the model-zoo metadata in configs/peco/metafile.yml.
 
 The metafile (mmpretrain's format) is the one place that states, for every shipped
-configs/peco/*.py, its task, total batch (GPUs x images per GPU), schedule and the paper's
-result; this script turns it into the Markdown table users read. Edit the metafile, never the
-generated page. tests/test_model_zoo.py fails when the page is stale, when a config is missing
-from the metafile, or when the metafile's batch / epochs disagree with the config.
+configs/peco/*.py, its task, total batch (GPUs x images per GPU x accumulation steps),
+schedule and the paper's result; this script turns it into the Markdown table users read.
+Edit the metafile, never the generated page. tests/test_model_zoo.py fails when the page is
+stale, when a config is missing from the metafile, or when the metafile's batch / epochs
+disagree with the config.
 """
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ in about 15 minutes on 2 CPU cores; its report, `work_dirs/demo/report.md`, give
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split('\n\n')[0], epilog=EPILOG,
+    p = argparse.ArgumentParser(description=__doc__, epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--metafile', default=osp.join(ROOT, METAFILE), help='metafile to read')
     p.add_argument('--out', default=osp.join(ROOT, OUT), help='Markdown page to write')
@@ -110,6 +111,8 @@ def render(metafile: dict) -> str:
         for m in rows:
             meta = m['Metadata']
             batch = f"{meta['Batch Size']} = {meta['GPUs']} x {meta['Batch Per GPU']}"
+            if meta.get('Accumulation', 1) != 1:
+                batch += f" x {meta['Accumulation']}"
             weights = m.get('Weights') or 'not trained'
             lines.append(
                 f"| [{m['Name']}](../{m['Config']}) | {meta['Task']} | "

@@ -15,16 +15,24 @@ import sys
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 
+EPILOG = """examples:
+  tools/measure_code_agreement.py --num 16 --batch-size 4 --threads 2
+  tools/measure_code_agreement.py --checkpoint work_dirs/demo/tokenizer/iter_150.pth \\
+      --img-size 64 --num 32
+"""
+
+
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--checkpoint', help='tokenizer checkpoint (default: random weights)')
     p.add_argument('--images', help='image folder (default: scikit-image photo crops)')
-    p.add_argument('--img-size', type=int, default=224)
+    p.add_argument('--img-size', type=int, default=224, help='crop size in pixels')
     p.add_argument('--num', type=int, default=16, help='images compared')
-    p.add_argument('--batch-size', type=int, default=4)
-    p.add_argument('--device', default='cpu')
-    p.add_argument('--threads', type=int, default=None)
-    p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--batch-size', type=int, default=4, help='images per encode call')
+    p.add_argument('--device', default='cpu', help='cpu or cuda')
+    p.add_argument('--threads', type=int, default=None, help='torch CPU threads')
+    p.add_argument('--seed', type=int, default=0, help='seed of the crops and random weights')
     return p.parse_args(argv)
 
 

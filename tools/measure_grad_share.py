@@ -17,17 +17,28 @@ import sys
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
 
+EPILOG = """examples:
+  tools/measure_grad_share.py --num 8
+  tools/measure_grad_share.py --perceptual-checkpoint mocov3_vit-b.pth \\
+      --tokenizer work_dirs/tokenizer_vqvae_in1k/epoch_100.pth --lambdas 0.3 1 3 10
+"""
+
+
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--perceptual-checkpoint', help='ViT checkpoint (default: random ViT-B)')
-    p.add_argument('--layers', type=int, nargs='+', default=[3, 6, 9, 12])
-    p.add_argument('--num-heads', type=int, default=None)
+    p.add_argument('--layers', type=int, nargs='+', default=[3, 6, 9, 12],
+                   help='1-based blocks whose outputs the loss compares')
+    p.add_argument('--num-heads', type=int, default=None,
+                   help='attention heads when the checkpoint does not say')
     p.add_argument('--tokenizer', help='tokenizer checkpoint whose reconstructions are used')
     p.add_argument('--images', help='image folder (default: scikit-image photo crops)')
-    p.add_argument('--img-size', type=int, default=224)
-    p.add_argument('--num', type=int, default=8)
-    p.add_argument('--lambdas', type=float, nargs='+', default=[0.3, 1.0, 3.0, 10.0])
-    p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--img-size', type=int, default=224, help='crop size in pixels')
+    p.add_argument('--num', type=int, default=8, help='images measured')
+    p.add_argument('--lambdas', type=float, nargs='+', default=[0.3, 1.0, 3.0, 10.0],
+                   help='perceptual weights to report')
+    p.add_argument('--seed', type=int, default=0, help='seed of the crops and random weights')
     return p.parse_args(argv)
 
 

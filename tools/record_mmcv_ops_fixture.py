@@ -25,8 +25,10 @@ DEFAULT_OUT = osp.join(ROOT, 'tests', 'ops', 'data', 'mmcv_ops_2.1.0.pt')
 
 
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog='examples:\n  tools/record_mmcv_ops_fixture.py    # in an environment with '
+               'the compiled mmcv 2.1.0\n  tools/record_mmcv_ops_fixture.py --out /tmp/ops.pt')
     parser.add_argument('--out', default=DEFAULT_OUT, help='fixture file to write')
     return parser.parse_args(argv)
 

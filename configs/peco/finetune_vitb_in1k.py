@@ -40,7 +40,8 @@ optim_wrapper = dict(
     type='AmpOptimWrapper',
     dtype='bfloat16',  # ours (fp32 in the host config); fp32 without CUDA (tools/train.py)
     constructor='LayerDecayOptimWrapperConstructor',
-    # norms, biases, tokens, position tables and layer scales get no weight decay
+    # BEiT's weight decay (the reference's): none for norms, biases, layer scales, the cls
+    # token and absolute positions; the relative-position tables are decayed
     paramwise_cfg=dict(_delete_=True, layer_decay_rate=0.65))
 
 # the paper decays to 0 (mmpretrain's BEiT recipe stops at 1e-6)

@@ -6,7 +6,7 @@ pretrain_lite_vitb_in1k_800e.py; fine-tuning: finetune_lite_vitb_in1k.py.
 """
 _base_ = './pretrain_vitb_in1k_300e.py'
 
-# trained with configs/peco/tokenizer_vqvae_lite_in1k.py, whose channel arguments these are
+# the lite tokenizer (configs/peco/tokenizer_vqvae_lite_in1k.py); its checkpoint records its
+# half-channel architecture, so only the file is named here
 model = dict(target_generator=dict(
-    base_channels=32, channel_mult=(1, 2, 4, 8, 16),
-    init_cfg=dict(checkpoint='work_dirs/tokenizer_vqvae_lite_in1k/epoch_100.pth')))
+    checkpoint='work_dirs/tokenizer_vqvae_lite_in1k/epoch_100.pth'))

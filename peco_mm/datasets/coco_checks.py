@@ -14,7 +14,7 @@ from mmdet.datasets import CocoDataset
 from ..registry import DATASETS
 
 
-@DATASETS.register_module()
+@DATASETS.register_module(force=True)  # replaces the stand-in of peco_mm.registry
 class CheckedCocoDataset(CocoDataset):
     """mmdet's `CocoDataset` plus an up-front check that the listed images exist.
 

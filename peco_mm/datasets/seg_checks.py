@@ -3,6 +3,9 @@
 mmseg trusts the PNG label maps: a value outside the classes (a wrong palette, a map saved
 without `reduce_zero_label` in mind, an RGB map read as gray) silently becomes a class index
 that the loss indexes out of range, or a CUDA device-side assert far from the cause.
+A label map that does not fit its image trains silently too (one smaller than its image, or
+transposed, is resized and cropped along with it), and an RGB label map fails later with a bare
+`stack expects each tensor to be equal size`.
 `CheckSegLabels` sits right after `LoadAnnotations` and names the file instead.
 """
 from __future__ import annotations
@@ -15,7 +18,8 @@ from ..registry import TRANSFORMS
 
 @TRANSFORMS.register_module()
 class CheckSegLabels(BaseTransform):
-    """Raise ValueError naming the label file if `gt_seg_map` holds a value outside
+    """Raise ValueError naming the label file if `gt_seg_map` is not a single-channel map of
+    its image's size (`ori_shape`, the image as read), or holds a value outside
     0..num_classes-1 other than `ignore_index` (values are checked after LoadAnnotations,
     i.e. after `reduce_zero_label`).
 
@@ -36,6 +40,11 @@ class CheckSegLabels(BaseTransform):
             raise KeyError('CheckSegLabels needs `gt_seg_map`: put it after LoadAnnotations '
                            f'(got keys {sorted(results)})')
         seg = np.asarray(seg)  # (H, W) int
+        img_shape = results.get('ori_shape') or np.shape(results.get('img'))[:2]
+        problem = label_map_problem(seg.shape, img_shape)
+        if problem:
+            raise ValueError(f"{results.get('seg_map_path', '<unknown label file>')}: "
+                             f"{problem} (image {results.get('img_path', '?')})")
         bad = (seg < 0) | ((seg >= self.num_classes) & (seg != self.ignore_index))
         if bad.any():
             values = np.unique(seg[bad])
@@ -53,3 +62,21 @@ class CheckSegLabels(BaseTransform):
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}(num_classes={self.num_classes}, '
                 f'ignore_index={self.ignore_index})')
+
+
+def label_map_problem(label_shape: tuple, img_shape: tuple | None) -> str | None:
+    """Why a label map of `label_shape` cannot label an image of `img_shape` (H, W), or None.
+    """
+    if len(label_shape) != 2:
+        channels = label_shape[2] if len(label_shape) == 3 else label_shape
+        return (f'label map has {channels} channels (shape {tuple(label_shape)}); expected a '
+                'single-channel PNG of class indices, not a colour (RGB) rendering')
+    if not img_shape or len(img_shape) < 2:
+        return None
+    (h, w), (ih, iw) = label_shape, tuple(img_shape)[:2]
+    if (h, w) == (ih, iw):
+        return None
+    kind = ('transposed' if (h, w) == (iw, ih) else
+            'smaller than its image' if h <= ih and w <= iw else 'not the size of its image')
+    return (f'label map is {h}x{w} (HxW) but its image is {ih}x{iw}: {kind}; expected one '
+            'label per pixel')

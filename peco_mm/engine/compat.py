@@ -3,9 +3,14 @@
 torch >= 2.6 loads checkpoints with `weights_only=True`; mmengine's resume then fails with
 `UnpicklingError: Weights only load failed`, because its checkpoints carry a few non-tensor
 objects in `meta` and `message_hub`. Instead of turning the safe loader off, we allow-list
-exactly those types; any other pickled object still fails loudly.
+exactly those types; any other pickled object still fails loudly. mmengine also pickles the
+bound statistics methods of its HistoryBuffers, which no safe unpickler can rebuild; the
+checkpoints our launchers save drop them (`history_buffers_without_methods`), and nothing is
+patched at import.
 """
 from __future__ import annotations
+
+import contextlib
 
 import torch
 
@@ -54,10 +59,26 @@ def _history_buffer_getstate(self) -> dict:
 
 def allow_mmengine_checkpoints() -> None:
     """Make mmengine checkpoints loadable with torch's weights-only unpickler (idempotent):
-    allow-list their few types, and stop HistoryBuffer from pickling bound methods."""
-    from mmengine.logging import HistoryBuffer
-
-    HistoryBuffer.__getstate__ = _history_buffer_getstate
+    allow-list their few types. Nothing else in mmengine is changed."""
     add = getattr(torch.serialization, 'add_safe_globals', None)
     if add is not None:
         add(_mmengine_checkpoint_types())
+
+
+@contextlib.contextmanager
+def history_buffers_without_methods():
+    """While saving a checkpoint: pickle mmengine's HistoryBuffers without their built-in
+    statistics methods, so that the file loads with `weights_only=True`. Restores
+    HistoryBuffer afterwards; the launchers' checkpoint hook saves inside this context."""
+    from mmengine.logging import HistoryBuffer
+
+    had = '__getstate__' in HistoryBuffer.__dict__
+    old = HistoryBuffer.__dict__.get('__getstate__')
+    HistoryBuffer.__getstate__ = _history_buffer_getstate
+    try:
+        yield
+    finally:
+        if had:
+            HistoryBuffer.__getstate__ = old
+        else:
+            del HistoryBuffer.__getstate__

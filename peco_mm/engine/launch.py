@@ -15,7 +15,9 @@ tests all call it. It
   and wraps the model with `device_ids=[local_rank]`, so on CPU we start the gloo group
   ourselves (with `env_cfg.dist_cfg.timeout`) and wrap with `device_ids=None`;
 - checks dataset and pretrained-checkpoint paths before the runner starts, naming the config
-  key and the expected folder layout.
+  key and the expected folder layout;
+- adds the training safeguards of `peco_mm.engine.hooks.safeguards` (atomic checkpoints,
+  resume fallback and check, non-finite loss guard, bad-sample policy).
 """
 from __future__ import annotations
 
@@ -101,8 +103,13 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
         check_dataset_paths(cfg, phases=('test',))
     add_vis_backends(cfg, vis_backends)
     notes = [fall_back_to_fp32_on_cpu(cfg), sharded_clip_note(cfg)]
+    if mode == 'train':  # atomic checkpoints, NaN guard, resume fallback and check
+        from .hooks.safeguards import add_safeguards, guard_train_data
+        notes += add_safeguards(cfg)
     setup_cpu_distributed(cfg)
     runner = build_runner(cfg)
+    if mode == 'train':  # bad training samples: named, or skipped (config `bad_samples`)
+        guard_train_data(runner)
     for note in filter(None, notes):
         runner.logger.warning(note)
     if mode == 'train':
@@ -310,6 +317,15 @@ def build_runner(cfg: Config):
     if vis and Visualizer.check_instance_created(vis.get('name', '')):
         # an earlier run in this process (the demo, tests) holds that name
         vis.name = f"{vis.name}_{len(Visualizer._instance_dict)}"
+    if not cfg.get('experiment_name'):
+        # mmengine names the run's logger, message hub and (unnamed) visualizer
+        # <config>_<timestamp>; a second run of the same config in this process within the
+        # same second would get the first run's instances, which write to the first work dir
+        stem = osp.splitext(osp.basename(cfg.filename or 'config'))[0]
+        name = f"{stem}_{datetime.datetime.now().strftime('%Y%m%d_%H%M%S')}"
+        if Visualizer.check_instance_created(name):
+            name = f'{name}_{len(Visualizer._instance_dict)}'
+        cfg.experiment_name = name
     if cfg.get('runner_type'):
         strategy = str((cfg.get('strategy') or {}).get('type', ''))
         if cfg.launcher == 'none' and ('FSDP' in strategy or 'DeepSpeed' in strategy):

@@ -4,7 +4,6 @@ from __future__ import annotations
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from timm.layers import DropPath
 
 from .pos_embed import RelativePositionBias
 
@@ -76,7 +75,11 @@ class Block(nn.Module):
         super().__init__()
         self.norm1 = nn.LayerNorm(dim, eps=norm_eps)
         self.attn = Attention(dim, num_heads, qkv_bias, attn_drop, drop)
-        self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
+        if drop_path > 0:  # timm's stochastic depth (imported here: timm takes ~1 s to import)
+            from timm.layers import DropPath
+            self.drop_path = DropPath(drop_path)
+        else:
+            self.drop_path = nn.Identity()
         self.norm2 = nn.LayerNorm(dim, eps=norm_eps)
         self.mlp = Mlp(dim, int(dim * mlp_ratio), drop)
         if layer_scale_init_value > 0:

@@ -1,4 +1,4 @@
-"""Checkpoint conversion into `PeCoViT` weights (issue 2, section 5).
+"""Checkpoint conversion into `PeCoViT` weights: key names and ViT arguments.
 
 PeCo initialises and evaluates ViTs from many sources: BEiT / PeCo release files, timm ViT and
 BEiT, MAE, MoCo v3 (the perceptual network of the tokenizer, Sec. 3.2 of the paper), DINO,
@@ -15,25 +15,23 @@ per-block tables and resizes the position tables to another image size.
 """
 from __future__ import annotations
 
-import copy
 import math
-import os
-import pickle
 import re
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
-from ..layers import resize_pos_embed, resize_rel_pos_table
+from ..layers.pos_embed import REL_TABLE, fit_position_tables, rel_table_grid
+from .checkpoint import is_state_dict as _is_state_dict
+from .checkpoint import read_checkpoint as load_checkpoint_file  # noqa: F401 (old name)
+from .checkpoint import select_prefix as _select
+from .checkpoint import strip_prefix as _strip
+from .checkpoint import unknown_layout_message, unwrap
 
 FORMATS = ('peco_mm', 'unilm_beit', 'timm_vit', 'timm_beit', 'mae', 'mocov3', 'dino',
            'mmpretrain')
 # layer-scale value written into the inferred arguments; the checkpoint's gammas replace it
 DEFAULT_LAYER_SCALE = 0.1
-REL_TABLE = 'relative_position_bias_table'
-_WRAPPERS = ('state_dict', 'model', 'module', 'teacher', 'student', 'state_dict_ema',
-             'model_ema')
 
 
 @dataclass
@@ -114,16 +112,11 @@ def _looks_beit(sd: dict) -> bool:
 
 
 def _unknown_format_message(ckpt: dict) -> str:
-    top = list(ckpt)
-    msg = (f'unknown checkpoint format: top-level keys {top[:20]}'
-           f'{" ..." if len(top) > 20 else ""}')
-    for name in _WRAPPERS:
-        if isinstance(ckpt.get(name), dict):
-            msg += f"; sample keys of ckpt['{name}']: {list(ckpt[name])[:8]}"
-    return msg + (f'. Expected one of {FORMATS}: timm / MAE / DINO / BEiT names '
-                  "(patch_embed.proj, blocks.N.attn.qkv), MoCo v3 'module.base_encoder.*', "
-                  "mmpretrain / peco_mm 'backbone.*'; pass the format explicitly if it is "
-                  'one of these under another wrapper key')
+    return unknown_layout_message(ckpt, (
+        f'. Expected one of {FORMATS}: timm / MAE / DINO / BEiT names '
+        "(patch_embed.proj, blocks.N.attn.qkv), MoCo v3 'module.base_encoder.*', "
+        "mmpretrain / peco_mm 'backbone.*'; pass the format explicitly if it is "
+        'one of these under another wrapper key'))
 
 
 # ---- step 2: take the backbone out of the file layout ----------------------------------------
@@ -161,22 +154,10 @@ def extract_backbone(ckpt: dict, fmt: str) -> tuple[dict, str, dict[str, str]]:
 
 
 def _inner(ckpt: dict) -> tuple[dict, str]:
-    for name in ('state_dict', 'model', 'module'):
-        if _is_state_dict(ckpt.get(name)):
-            return ckpt[name], f"ckpt['{name}']"
-    if _is_state_dict(ckpt):
-        return ckpt, 'ckpt'
-    raise ValueError(_unknown_format_message(ckpt))
-
-
-def _select(sd: dict, prefix: str, dropped: dict, reason: str) -> dict:
-    out = {}
-    for k, v in sd.items():
-        if k.startswith(prefix):
-            out[k[len(prefix):]] = v
-        else:
-            dropped[k] = reason
-    return out
+    try:
+        return unwrap(ckpt)
+    except ValueError:
+        raise ValueError(_unknown_format_message(ckpt)) from None
 
 
 # ---- step 3: rename to PeCoViT names ---------------------------------------------------------
@@ -326,11 +307,7 @@ def _source_grid(sd: dict) -> tuple[int, int] | None:
         return _square_grid(sd['pos_embed'].shape[1] - 1, 'pos_embed')
     for k in sd:
         if k.endswith(REL_TABLE):
-            rows = sd[k].shape[0] - 3
-            side = (math.isqrt(rows) + 1) // 2
-            if (2 * side - 1) ** 2 != rows:
-                raise ValueError(f'{k} has {rows + 3} rows, not (2s-1)^2 + 3 for a square grid')
-            return side, side
+            return rel_table_grid(sd[k].shape[0], k)
     return None
 
 
@@ -353,15 +330,12 @@ def add_cls_position(sd: dict, notes: list[str]) -> None:
 def adapt_tables(sd: dict, kwargs: dict, img_size: int | tuple[int, int] | None,
                  per_block_rel_pos: bool, notes: list[str]) -> None:
     """In place: expand a shared relative-position table per block, resize position tables
-    to `img_size`."""
-    shared = 'rel_pos_bias.' + REL_TABLE
-    if per_block_rel_pos and shared in sd:
-        table = sd.pop(shared)
-        for i in range(kwargs['arch']['num_layers']):
-            sd[f'blocks.{i}.rel_pos_bias.{REL_TABLE}'] = table.clone()
+    to `img_size` (`fit_position_tables`, the adapter PeCoViT loads through)."""
+    src = _source_grid(sd)
+    if per_block_rel_pos and 'rel_pos_bias.' + REL_TABLE in sd:
+        fit_position_tables(sd, src, num_layers=kwargs['arch']['num_layers'])
         kwargs['rel_pos_bias'] = 'per_block'
         notes.append('the shared relative-position table was copied into every block')
-    src = _source_grid(sd)
     if img_size is None or src is None:
         return
     p = kwargs['patch_size']
@@ -371,10 +345,7 @@ def adapt_tables(sd: dict, kwargs: dict, img_size: int | tuple[int, int] | None,
     dst = (hw[0] // p, hw[1] // p)
     if dst == src:
         return
-    if 'pos_embed' in sd:
-        sd['pos_embed'] = resize_pos_embed(sd['pos_embed'], src, dst, 1)
-    for k in [k for k in sd if k.endswith(REL_TABLE)]:
-        sd[k] = resize_rel_pos_table(sd[k], src, dst)
+    fit_position_tables(sd, dst)
     notes.append(f'position tables resized from a {src[0]}x{src[1]} to a {dst[0]}x{dst[1]} grid')
 
 
@@ -426,90 +397,11 @@ def convert_state_dict(ckpt: dict, fmt: str | None = None,
     return conv.state_dict, conv.kwargs
 
 
-# ---- loading from files ----------------------------------------------------------------------
-def load_checkpoint_file(path: str, unsafe_pickle: bool = False,
-                         warn: Callable[[str], None] | None = None) -> dict:
-    """torch.load with weights_only=True (or safetensors); arbitrary pickles only when asked."""
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f'checkpoint not found: {path}')
-    if path.endswith('.safetensors'):
-        from safetensors.torch import load_file
-        return load_file(path, device='cpu')
-    try:
-        from ..engine.compat import allow_mmengine_checkpoints
-        allow_mmengine_checkpoints()  # mmengine's meta / message_hub types, nothing else
-    except ImportError:  # pragma: no cover
-        pass
-    try:
-        return torch.load(path, map_location='cpu', weights_only=True)
-    except pickle.UnpicklingError as err:
-        if not unsafe_pickle:
-            first = str(err).strip().splitlines()
-            raise ValueError(
-                f'{path} holds pickled Python objects that the safe loader refuses '
-                f'({first[0][:200] if first else type(err).__name__}). If you trust the '
-                'file, load it with unsafe_pickle=True (tools/convert_checkpoint.py '
-                '--unsafe-pickle) and keep the converted, tensors-only file') from err
-    (warn or _log)(f'WARNING: {path} is loaded with weights_only=False: this runs arbitrary '
-                   'code from the file; only do it for files you trust')
-    return torch.load(path, map_location='cpu', weights_only=False)
-
-
-def load_pretrained_vit(path: str, **pecovit_overrides) -> 'PeCoViT':  # noqa: F821
-    """Build a PeCoViT matching the checkpoint at `path` and load its weights strictly.
-
-    `pecovit_overrides` replace inferred PeCoViT arguments (out_type, out_indices, img_size,
-    drop_path_rate, ...); `num_heads=` is accepted as a shortcut into `arch` and `fmt=` names
-    the source format when detection cannot tell. Weights made
-    unnecessary by an override (fc_norm without pooled output, mask_token) are skipped with a
-    log line; any other missing or unexpected key raises.
-    """
-    from .vit import PeCoViT
-    ckpt = load_checkpoint_file(path)
-    fmt = pecovit_overrides.pop('fmt', None)
-    per_block = pecovit_overrides.get('rel_pos_bias') == 'per_block'
-    conv = convert_checkpoint(ckpt, fmt, per_block_rel_pos=per_block)
-    if conv.unrecognised:
-        raise ValueError(f'{path} ({conv.fmt}): cannot map these keys to PeCoViT: '
-                         f'{conv.unrecognised}')
-    kwargs = copy.deepcopy(conv.kwargs)
-    if 'num_heads' in pecovit_overrides:
-        kwargs['arch']['num_heads'] = int(pecovit_overrides.pop('num_heads'))
-    kwargs.update(pecovit_overrides)
-    model = PeCoViT(**kwargs)
-    sd = dict(conv.state_dict)
-    optional = []
-    if isinstance(model.fc_norm, torch.nn.Identity):
-        optional += [k for k in sd if k.startswith('fc_norm.')]
-    if model.mask_token is None:
-        optional += [k for k in sd if k == 'mask_token']
-    for k in optional:
-        sd.pop(k)
-    missing, unexpected = model.load_state_dict(sd, strict=False)
-    if missing or unexpected:
-        raise ValueError(f'{path} ({conv.fmt}) does not fit PeCoViT({_format_kwargs(kwargs)}): '
-                         f'missing keys {missing}, unexpected keys {unexpected}')
-    if optional:
-        _log(f'load_pretrained_vit: {path}: skipped {optional} (not used with these arguments)')
-    return model
-
-
-def _format_kwargs(kwargs: dict) -> str:
-    return ', '.join(f'{k}={v!r}' for k, v in kwargs.items())
-
-
-def _is_state_dict(obj) -> bool:
-    return isinstance(obj, dict) and bool(obj) and any(torch.is_tensor(v) for v in obj.values())
-
-
-def _strip(sd: dict, prefix: str) -> dict:
-    return {(k[len(prefix):] if k.startswith(prefix) else k): v for k, v in sd.items()}
-
-
-def _log(msg: str) -> None:
-    try:
-        from mmengine.logging import print_log
-        print_log(msg, logger='current')
-    except ImportError:  # pragma: no cover
-        print(msg)
+# ---- the old loader's name -------------------------------------------------------------------
+def __getattr__(name: str):
+    # `load_pretrained_vit` is `PeCoViT.from_checkpoint`; the model module imports this one,
+    # so the old name is resolved on use only
+    if name == 'load_pretrained_vit':
+        from .vit import PeCoViT
+        return PeCoViT.from_checkpoint
+    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -20,14 +20,13 @@ from mmpretrain.registry import MODELS as MMPRETRAIN_MODELS
 from ..registry import MODELS
 
 
-@MODELS.register_module()
+@MODELS.register_module(force=True)  # replaces the stand-in of peco_mm.registry
 class PeCo(BaseSelfSupervisor):
     """The MIM algorithm: PeCoViT with a mask token, a frozen tokenizer, a K-way head.
 
     Args:
-        backbone: a `PeCoViT` config with `use_mask_token=True` (out_type and out_indices
-            are ignored: the loss reads the last block's tokens after the final norm,
-            `forward_features`).
+        backbone: a `PeCoViT` config with `use_mask_token=True` (out_type is ignored: the
+            loss reads `forward_features`).
         head: a `PeCoMIMHead` config; `in_channels` defaults to the backbone (or neck) width,
             `num_classes` to the tokenizer's codebook size, and must equal it when given.
         target_generator: the frozen tokenizer: `dict(type='FrozenPeCoTokenizer',

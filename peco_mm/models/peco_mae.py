@@ -28,7 +28,7 @@ from ..registry import MODELS
 from .peco import PeCo, codebook_size, gather_tokens, patch_grid
 
 
-@MODELS.register_module()
+@MODELS.register_module(force=True)  # replaces the stand-in of peco_mm.registry
 class PeCoMAEDecoder(BaseModule):
     """MAE's decoder without the output projection: (B, 1+L, C_enc) visible tokens and
     ids_restore (B, N) -> (B, N, embed_dims) hidden states of all patches in image order.
@@ -92,7 +92,7 @@ class PeCoMAEDecoder(BaseModule):
         return self.norm(x)[:, 1:]  # (B, N, D)
 
 
-@MODELS.register_module()
+@MODELS.register_module(force=True)  # replaces the stand-in of peco_mm.registry
 class PeCoMAE(PeCo):
     """PeCo_MAE: the `PeCo` tokenizer and head on MAE's encoder-decoder.
 
@@ -160,9 +160,9 @@ class PeCoMAE(PeCo):
         return ids_shuffle[:, :keep], ids_shuffle[:, keep:], ids_restore
 
     def encode_visible(self, img: torch.Tensor, ids_keep: torch.Tensor) -> torch.Tensor:
-        """The encoder on the visible patches only, after its final norm: (B, 1+L, C)."""
-        return self.backbone.forward_intermediates(img, 1, keep=ids_keep, norm=True,
-                                                   output_fmt='NLC')[0]
+        """The encoder on the visible patches only: (B, 1+L, C)."""
+        return self.backbone.forward_intermediates(img, [-1], keep_ids=ids_keep, norm=True,
+                                                   output_fmt='NLC')[0]  # (B, 1+L, C)
 
     def loss(self, inputs: list[torch.Tensor], data_samples: list | None = None
              ) -> dict[str, torch.Tensor]:

@@ -6,29 +6,25 @@ layer scale, a learnable mask token. It serves MoCo v3 / MAE / timm / BEiT weigh
 (see `peco_mm.models.convert`), resizes its position tables to any H×W with torch, and can
 emit the 4-scale pyramid that UperNet and Mask R-CNN consume.
 
-One loop runs the blocks: `forward_intermediates(x, indices, ...)`, timm's API, returns the
-raw output of each selected block (the final LayerNorm only when asked, `norm=True`). Every
-consumer asks per call: the perceptual loss for blocks 3/6/9/12, PeCo for the normed tokens
-(`forward_features`), PeCo_MAE for the visible tokens, and `forward()`, the thin adapter the
-OpenMMLab hosts call, for its `out_indices` in its `out_type`.
-
 State-dict names follow timm / unilm BEiT (`patch_embed.proj`, `blocks.{i}.attn.qkv`,
 `blocks.{i}.gamma_1`, ...); relative-position tables live at `rel_pos_bias.*` (shared) or
 `blocks.{i}.rel_pos_bias.*` (per block).
 """
 from __future__ import annotations
 
+import copy
 import math
 from typing import Sequence
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-import torch.utils.checkpoint as cp
 from mmengine.model import BaseModule
 from torch.nn.init import trunc_normal_
+from torch.utils.checkpoint import checkpoint
 
-from ..layers import Block, RelativePositionBias, resize_pos_embed, resize_rel_pos_table
+from ..layers import Block, RelativePositionBias, resize_pos_embed
+from ..layers.pos_embed import fit_position_tables
 from ..layers.attention import QKV_BIAS_CHOICES
 from ..registry import MODELS
 from .pyramid_adapter import ViTPyramidAdapter, default_pyramid_indices
@@ -39,9 +35,10 @@ ARCH_ZOO: dict[str, dict] = {
     'base': dict(embed_dims=768, num_layers=12, num_heads=12, mlp_ratio=4.0),
     'large': dict(embed_dims=1024, num_layers=24, num_heads=16, mlp_ratio=4.0),
     'huge': dict(embed_dims=1280, num_layers=32, num_heads=16, mlp_ratio=4.0),
+    # tiny, for tests and smoke runs (as timm's test_vit)
+    'test': dict(embed_dims=64, num_layers=2, num_heads=4, mlp_ratio=4.0),
 }
 OUT_TYPES = ('cls_token', 'avg_featmap', 'featmap')
-OUTPUT_FMTS = ('NCHW', 'NLC')
 
 
 class PatchEmbed(nn.Module):
@@ -65,19 +62,14 @@ class PatchEmbed(nn.Module):
         grid = (x.shape[2], x.shape[3])
         return x.flatten(2).transpose(1, 2), grid  # (B, h*w, C)
 
-    def feat_size(self, img_size: tuple[int, int]) -> tuple[int, int]:
-        """The patch grid (h, w) of an H×W input, padding included."""
-        p = self.patch_size
-        return -(-img_size[0] // p), -(-img_size[1] // p)
-
 
 @MODELS.register_module()
 class PeCoViT(BaseModule):
     """ViT backbone with BEiT/MAE/MoCo-v3 options; see the module docstring.
 
     Args:
-        arch: 'tiny' | 'small' | 'base' | 'large' | 'huge', or a dict with embed_dims,
-            num_layers, num_heads (mlp_ratio optional).
+        arch: 'tiny' | 'small' | 'base' | 'large' | 'huge' | 'test' (64 wide, 2 deep, for
+            tests), or a dict with embed_dims, num_layers, num_heads (mlp_ratio optional).
         embed_dims, num_layers, num_heads, mlp_ratio: override the preset's values (tiny test
             models, or ViT variants between the presets).
         img_size: the pretraining size; position tables are stored for it and resized
@@ -88,23 +80,23 @@ class PeCoViT(BaseModule):
         rel_pos_bias: 'none' | 'shared' (one table, BEiT pretraining) | 'per_block'.
         layer_scale_init_value: > 0 adds BEiT's layer scale (gamma_1, gamma_2).
         drop_path_rate: stochastic depth, linearly increasing over the blocks.
-        out_indices: blocks (0-based, negatives allowed) whose outputs `forward()` returns;
-            default the last block, or blocks 4/6/8/12 of 12 (scaled to the depth) with
-            `pyramid`. Other callers pass their blocks to `forward_intermediates`.
-        out_type: what `forward()` returns per index: 'cls_token' (B, C); 'avg_featmap'
-            (B, C) mean of patch tokens; 'featmap' (B, C, h, w).
-        final_norm: LayerNorm after the last block. `forward()` applies it to the last block's
-            output, as mmpretrain's and mmseg's ViTs do; `forward_intermediates` only with
-            norm=True. With out_type='avg_featmap' and final_norm=False, a `fc_norm` is
-            applied after pooling (BEiT / MAE fine-tuning).
+        out_indices: blocks (0-based, negatives allowed) whose outputs are returned; default
+            the last block, or blocks 4/6/8/12 of 12 (scaled to the depth) with `pyramid`.
+        out_type: 'cls_token' (B, C); 'avg_featmap' (B, C) mean of patch tokens;
+            'featmap' (B, C, h, w) per index. Other outputs per call: `forward_intermediates`.
+        final_norm: LayerNorm after the last block. With out_type='avg_featmap' and
+            final_norm=False, a `fc_norm` is applied after pooling (BEiT / MAE fine-tuning).
         use_mask_token: learnable [MASK] embedding for masked image modeling.
         pad_to_patch: pad inputs whose size is not a multiple of the patch size (else error).
         frozen_stages: freeze patch embedding + the first `frozen_stages` blocks (linear probe:
             num_layers freezes everything, final norm included); -1 freezes nothing.
         pyramid: None, or kwargs of `ViTPyramidAdapter` (e.g. dict(norm_cfg=dict(type='BN')))
             to turn the four `out_indices` feature maps into strides 4/8/16/32.
-        with_cp: gradient checkpointing: in training, each block's activations are recomputed
-            in the backward pass instead of stored (ViT-L/H memory; about 1/3 more compute).
+        with_cp: gradient checkpointing (the hosts' name): in training, each block's
+            activations are recomputed in the backward pass instead of being stored.
+        pretrained: a checkpoint path, as stock mmseg / mmdet configs pass it
+            (`model.pretrained`); the same as init_cfg=dict(type='Pretrained', checkpoint=...),
+            so it may not be given together with init_cfg.
     """
 
     def __init__(self,
@@ -132,7 +124,17 @@ class PeCoViT(BaseModule):
                  norm_eps: float = 1e-6,
                  pyramid: dict | None = None,
                  with_cp: bool = False,
+                 pretrained: str | None = None,
                  init_cfg: dict | list | None = None) -> None:
+        # mmseg / mmdet hosts pass a stock config's `model.pretrained` here, as to their ViT
+        if pretrained is not None:
+            if not isinstance(pretrained, str):
+                raise TypeError(f'pretrained must be a checkpoint path (str) or None, got '
+                                f'{type(pretrained).__name__}')
+            if init_cfg is not None:
+                raise ValueError(f'pretrained={pretrained!r} and init_cfg={init_cfg!r} are both '
+                                 'set; give the checkpoint in one of them')
+            init_cfg = dict(type='Pretrained', checkpoint=pretrained)
         super().__init__(init_cfg=init_cfg)
         # ---- validate flat arguments ---------------------------------------------------
         if isinstance(arch, str):
@@ -218,6 +220,76 @@ class PeCoViT(BaseModule):
         self._freeze_stages()
 
     # ---- initialisation -----------------------------------------------------------------
+    @classmethod
+    def from_checkpoint(cls, path: str, **overrides) -> 'PeCoViT':
+        """Build the PeCoViT a checkpoint file describes and load its weights strictly.
+
+        Any layout `peco_mm.models.convert` reads (PeCo, BEiT, timm, MAE, MoCo v3, DINO,
+        mmpretrain). `overrides` replace inferred arguments (out_type, out_indices, img_size,
+        drop_path_rate, ...); `num_heads=` goes into `arch`, and `fmt=` names the source format
+        when detection cannot tell. Weights an override makes unnecessary (fc_norm without
+        pooled output, mask_token) are skipped with a log line; any other missing or
+        unexpected key raises.
+        """
+        from .checkpoint import log, read_checkpoint
+        from .convert import convert_checkpoint
+        ckpt = read_checkpoint(path)
+        fmt = overrides.pop('fmt', None)
+        per_block = overrides.get('rel_pos_bias') == 'per_block'
+        conv = convert_checkpoint(ckpt, fmt, per_block_rel_pos=per_block)
+        if conv.unrecognised:
+            raise ValueError(f'{path} ({conv.fmt}): cannot map these keys to PeCoViT: '
+                             f'{conv.unrecognised}')
+        kwargs = copy.deepcopy(conv.kwargs)
+        if 'num_heads' in overrides:
+            kwargs['arch']['num_heads'] = int(overrides.pop('num_heads'))
+        kwargs.update(overrides)
+        model = cls(**kwargs)
+        sd = dict(conv.state_dict)
+        optional = []
+        if isinstance(model.fc_norm, nn.Identity):
+            optional += [k for k in sd if k.startswith('fc_norm.')]
+        if model.mask_token is None:
+            optional += [k for k in sd if k == 'mask_token']
+        if isinstance(model.norm, nn.Identity):  # final_norm=False: raw block outputs only
+            optional += [k for k in sd if k.startswith('norm.')]
+        for k in optional:
+            sd.pop(k)
+        missing, unexpected = model.load_state_dict(sd, strict=False)
+        if missing or unexpected:
+            args = ', '.join(f'{k}={v!r}' for k, v in kwargs.items())
+            raise ValueError(f'{path} ({conv.fmt}) does not fit PeCoViT({args}): '
+                             f'missing keys {missing}, unexpected keys {unexpected}')
+        if optional:
+            log(f'PeCoViT.from_checkpoint: {path}: skipped {optional} (not used with these '
+                'arguments)')
+        return model
+
+    def checkpoint_filter(self, state_dict: dict, prefix: str = '') -> dict:
+        """Make a PeCoViT-named state dict fit this model, in place (and return it).
+
+        The one adapter of tables, on the idea of timm's `checkpoint_filter_fn`: a shared
+        relative-position table is copied into every block when this model has per-block
+        tables, position tables are resized to this model's grid (BEiT's geometric resize for
+        relative positions), and a width or patch-size mismatch is an error naming both sides.
+        `load_state_dict` calls it, so every loader goes through it.
+        """
+        wkey = prefix + 'patch_embed.proj.weight'
+        if wkey in state_dict:
+            w = state_dict[wkey]
+            if w.shape[0] != self.embed_dims:
+                raise ValueError(f'checkpoint width {w.shape[0]} (from {wkey}) does not match '
+                                 f'the config: PeCoViT embed_dims={self.embed_dims}; pick the '
+                                 'arch that matches the checkpoint (tools/convert_checkpoint.py '
+                                 'prints it)')
+            if tuple(w.shape[-2:]) != (self.patch_size, self.patch_size):
+                raise ValueError(f'checkpoint patch size {tuple(w.shape[-2:])} (from {wkey}) '
+                                 f'does not match the config: patch_size={self.patch_size}')
+        per_block = self.blocks[0].rel_pos_bias is not None
+        fit_position_tables(state_dict, self.grid, self.num_layers if per_block else None,
+                            prefix, self.num_extra_tokens, self.embed_dims)
+        return state_dict
+
     def init_weights(self) -> None:
         if self.init_cfg is not None and self.init_cfg.get('type') == 'Pretrained':
             load_pretrained(self, self.init_cfg['checkpoint'], self.init_cfg.get('prefix'))
@@ -261,109 +333,106 @@ class PeCoViT(BaseModule):
             x = x + resize_pos_embed(self.pos_embed, self.grid, grid).to(x.dtype)
         return self.pos_drop(x), grid
 
-    def keep_tokens(self, x: torch.Tensor, keep: torch.Tensor) -> torch.Tensor:
-        """Keep the cls token and the patches `keep` (B, L) of x (B, 1+N, C): (B, 1+L, C)."""
-        ids = keep.unsqueeze(-1).expand(-1, -1, x.shape[-1])  # (B, L, C)
-        return torch.cat([x[:, :self.num_extra_tokens],
-                          x[:, self.num_extra_tokens:].gather(1, ids)], dim=1)
+    def forward_intermediates(self, x: torch.Tensor,
+                              indices: int | Sequence[int] | None = None,
+                              mask: torch.Tensor | None = None,
+                              keep_ids: torch.Tensor | None = None,
+                              norm: bool = False,
+                              output_fmt: str = 'NCHW') -> list[torch.Tensor]:
+        """The one loop over the blocks: the tokens after each block in `indices`.
 
-    def take_indices(self, indices: int | Sequence[int] | None) -> list[int]:
-        """timm's block selection: None all, n the last n, a sequence 0-based (negatives from
-        the end); returns 0-based indices in the given order."""
+        Every tensor is the raw output of its block unless `norm=True`, which applies the
+        final LayerNorm to each one (as timm's `forward_intermediates`).
+
+        Args:
+            x: (B, C, H, W) images.
+            indices: 0-based block indices (negatives count from the end), an int n for the
+                last n blocks, or None for all blocks (timm's convention).
+            mask: (B, N) or (B, h, w), 1 = replace the patch by [MASK] (BEiT).
+            keep_ids: (B, L) patch indices to keep, the others dropped before the blocks (MAE's
+                visible patches); needs output_fmt='NLC' and no relative-position bias.
+            norm: apply the final norm to every returned tensor.
+            output_fmt: 'NCHW': patch tokens as (B, C, h, w); 'NLC': all tokens, cls first,
+                (B, 1+N, C) (or (B, 1+L, C) with keep_ids; timm's NLC drops the cls token).
+        """
+        if output_fmt not in ('NCHW', 'NLC'):
+            raise ValueError(f"output_fmt={output_fmt!r}; allowed: 'NCHW', 'NLC'")
+        idx = self.resolve_indices(indices)
+        x, grid = self.embed(x, mask)  # (B, 1+N, C)
+        if keep_ids is not None:
+            if output_fmt != 'NLC' or self.rel_pos_bias is not None or \
+                    self.blocks[0].rel_pos_bias is not None:
+                raise ValueError("keep_ids needs output_fmt='NLC' and a ViT without "
+                                 'relative-position bias')
+            B, _, C = x.shape
+            kept = x[:, 1:].gather(1, keep_ids.unsqueeze(-1).expand(-1, -1, C))  # (B, L, C)
+            x = torch.cat([x[:, :1], kept], dim=1)  # (B, 1+L, C)
+        shared = self.rel_pos_bias(grid) if self.rel_pos_bias is not None else None
+        recompute = self.with_cp and self.training and torch.is_grad_enabled()
+        taps = {}
+        wanted = set(idx)
+        for i, blk in enumerate(self.blocks[:max(wanted) + 1]):
+            if recompute:
+                x = checkpoint(blk, x, shared, grid, use_reentrant=False)
+            else:
+                x = blk(x, shared, grid)
+            if i in wanted:
+                taps[i] = self.norm(x) if norm else x
+        outs = [taps[i] for i in idx]  # an index may repeat (a shallow model's pyramid)
+        if output_fmt == 'NCHW':
+            outs = [self.tokens_to_map(o, grid) for o in outs]
+        return outs
+
+    def resolve_indices(self, indices: int | Sequence[int] | None) -> list[int]:
+        """Block indices as sorted non-negative ints (an int n: the last n blocks; None: all)."""
         L = self.num_layers
         if indices is None:
-            indices = L
+            return list(range(L))
         if isinstance(indices, int):
             if not 0 < indices <= L:
                 raise ValueError(f'indices={indices}: the last n blocks needs 1 <= n <= {L}')
             return list(range(L - indices, L))
-        take = [int(i) for i in indices]
-        bad = [i for i in take if not -L <= i < L]
-        if bad or not take:
-            raise ValueError(f'indices={list(indices)}: need block indices in -{L}..{L - 1}')
-        return [i % L for i in take]
+        out = []
+        for i in indices:
+            if not -L <= int(i) < L:
+                raise ValueError(f'block index {i} is out of range for {L} blocks')
+            out.append(int(i) % L)
+        return sorted(out)
 
-    def run_block(self, i: int, x: torch.Tensor, shared: torch.Tensor | None,
-                  grid: tuple[int, int]) -> torch.Tensor:
-        """Block i; with `with_cp` in training, its activations are recomputed in backward."""
-        blk = self.blocks[i]
-        if self.with_cp and self.training and torch.is_grad_enabled():
-            return cp.checkpoint(blk, x, shared, grid, use_reentrant=False)
-        return blk(x, shared, grid)
-
-    def forward_intermediates(self, x: torch.Tensor,
-                              indices: int | Sequence[int] | None = None,
-                              mask: torch.Tensor | None = None,
-                              norm: bool = False,
-                              output_fmt: str = 'NCHW',
-                              keep: torch.Tensor | None = None) -> list[torch.Tensor]:
-        """The outputs of the selected blocks: the one loop over the blocks (timm's API).
-
-        Args:
-            x: images (B, 3, H, W).
-            indices: the blocks, as timm takes them: None all, an int n the last n, or a
-                sequence of 0-based indices (negatives count from the end).
-            mask: (B, N) or (B, h, w), 1 = masked: those patches become [MASK] (BEiT, PeCo).
-            norm: apply the final norm to every returned output. Default False: each output
-                is the raw output of its block, the last block's included.
-            output_fmt: 'NCHW' the patch tokens as (B, C, h, w); 'NLC' all tokens
-                (B, 1+N, C), cls first (timm's 'NLC' drops the cls token; our consumers read it).
-            keep: (B, L) indices of the patches that enter the blocks, after the position
-                embedding (MAE's visible patches); 'NLC' only.
-
-        Returns:
-            one tensor per entry of `indices`, in that order. Blocks after the last selected
-            one are not run.
-        """
-        if output_fmt not in OUTPUT_FMTS:
-            raise ValueError(f'output_fmt={output_fmt!r}; allowed: {OUTPUT_FMTS}')
-        if keep is not None and output_fmt != 'NLC':
-            raise ValueError("keep= drops patches, so there is no (h, w) map: use "
-                             "output_fmt='NLC'")
-        take = self.take_indices(indices)
-        x, grid = self.embed(x, mask)  # (B, 1+N, C)
-        if keep is not None:
-            x = self.keep_tokens(x, keep)  # (B, 1+L, C)
-        shared = self.rel_pos_bias(grid) if self.rel_pos_bias is not None else None
-        wanted = set(take)
-        taps = {}
-        for i in range(max(take) + 1):
-            x = self.run_block(i, x, shared, grid)
-            if i in wanted:
-                taps[i] = self.norm(x) if norm else x
-        outs = [taps[i] for i in take]  # an index may repeat (a shallow model's pyramid)
-        if output_fmt == 'NCHW':
-            outs = [self.to_featmap(o, grid) for o in outs]
-        return outs
-
-    def forward_features(self, x: torch.Tensor, mask: torch.Tensor | None = None
-                         ) -> torch.Tensor:
-        """All tokens after the last block and the final norm: (B, 1+N, C)."""
-        return self.forward_intermediates(x, 1, mask, norm=True, output_fmt='NLC')[0]
-
-    def to_featmap(self, x: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
-        """(B, 1+N, C) tokens -> (B, C, h, w) map of the patch tokens."""
+    def tokens_to_map(self, x: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
+        """(B, 1+N, C) tokens -> (B, C, h, w) patch map (cls dropped)."""
         patches = x[:, self.num_extra_tokens:]  # (B, N, C)
         B, N, C = patches.shape
         return patches.transpose(1, 2).reshape(B, C, grid[0], grid[1])
 
+    def patch_grid(self, img: torch.Tensor) -> tuple[int, int]:
+        """The (h, w) patch grid of an input (padded up to the patch size)."""
+        p = self.patch_size
+        return (-(-img.shape[-2] // p), -(-img.shape[-1] // p))
+
+    def forward_features(self, x: torch.Tensor, mask: torch.Tensor | None = None
+                         ) -> torch.Tensor:
+        """All tokens after the last block and the final norm: (B, 1+N, C)."""
+        return self.forward_intermediates(x, [-1], mask, norm=True, output_fmt='NLC')[0]
+
     def format_output(self, x: torch.Tensor, grid: tuple[int, int]) -> torch.Tensor:
-        """(B, 1+N, C) tokens -> the `out_type` output."""
+        """The host's view of (B, 1+N, C) tokens, by `out_type`."""
         if self.out_type == 'cls_token':
             return x[:, 0]  # (B, C)
         if self.out_type == 'avg_featmap':
             return self.fc_norm(x[:, self.num_extra_tokens:].mean(dim=1))  # (B, C)
-        return self.to_featmap(x, grid)  # (B, C, h, w)
+        return self.tokens_to_map(x, grid)  # (B, C, h, w)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, ...]:
-        """The OpenMMLab adapter: one `out_type` output per `out_indices` entry; the last
-        block's output passes the final norm, as in mmpretrain's and mmseg's ViTs."""
-        grid = self.patch_embed.feat_size(x.shape[-2:])
-        outs = self.forward_intermediates(x, self.out_indices, mask, output_fmt='NLC')
+        """The OpenMMLab backbone interface (mmpretrain, mmseg, mmdet): one output per
+        `out_indices` entry, by `out_type`; the final norm is applied to the last block's
+        output only (cls token and pooled features; dense configs build without it)."""
+        grid = self.patch_grid(x)
+        taps = self.forward_intermediates(x, self.out_indices, mask, output_fmt='NLC')
         last = self.num_layers - 1
-        outs = [self.format_output(self.norm(o) if i == last else o, grid)
-                for i, o in zip(self.out_indices, outs)]
+        outs = [self.format_output(self.norm(t) if i == last else t, grid)
+                for i, t in zip(self.out_indices, taps)]
         if self.pyramid is not None:
             return tuple(self.pyramid(outs))
         return tuple(outs)
@@ -388,12 +457,12 @@ class PeCoViT(BaseModule):
         return num_depths - 1, num_depths
 
     def no_weight_decay(self) -> set[str]:
-        """Parameter names exempt from weight decay, BEiT's rule (unilm `optim_factory`, the
-        same in pretraining and fine-tuning): every 1-d parameter (norms, biases, q/v biases,
-        layer scales) and `cls_token`, `pos_embed`. The [MASK] token and the relative-position
-        tables are decayed, as in BEiT's pretraining and fine-tuning."""
-        return {name for name, p in self.named_parameters()
-                if p.ndim <= 1 or name in ('cls_token', 'pos_embed')}
+        """Parameter names exempt from weight decay, BEiT's rule (unilm's optimiser factory
+        and mmpretrain's BEiT configs, pretraining and fine-tuning alike): 1-d parameters
+        (norms, biases, layer scales), the cls token and the absolute position embedding. The
+        [MASK] token and the relative-position tables are decayed, as BEiT decays them."""
+        names = {'cls_token'} | ({'pos_embed'} if self.pos_embed is not None else set())
+        return names | {name for name, p in self.named_parameters() if p.ndim <= 1}
 
     def _freeze_stages(self) -> None:
         if self.frozen_stages < 0:
@@ -421,56 +490,14 @@ class PeCoViT(BaseModule):
     # ---- checkpoint loading: resize tables, expand a shared table per block -------------------
     def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
                               unexpected_keys, error_msgs):
-        adapt_state_dict(self, state_dict, prefix)
+        self.checkpoint_filter(state_dict, prefix)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
                                       unexpected_keys, error_msgs)
 
 
-def _grid_of_rel_table(rows: int) -> tuple[int, int]:
-    side = (math.isqrt(rows - 3) + 1) // 2
-    if (2 * side - 1) ** 2 + 3 != rows:
-        raise ValueError(f'cannot infer a square grid from a relative-position table with '
-                         f'{rows} rows')
-    return side, side
-
-
 def adapt_state_dict(model: PeCoViT, state_dict: dict, prefix: str = '') -> None:
-    """Make a checkpoint fit `model` in place: resize position tables to the model's grid,
-    expand a shared relative-position table into per-block tables, and report a width or
-    patch-size mismatch naming both sides."""
-    wkey = prefix + 'patch_embed.proj.weight'
-    if wkey in state_dict:
-        w = state_dict[wkey]
-        if w.shape[0] != model.embed_dims:
-            raise ValueError(f'checkpoint width {w.shape[0]} (from {wkey}) does not match the '
-                             f'config: PeCoViT embed_dims={model.embed_dims}; pick the arch that '
-                             'matches the checkpoint (tools/convert_checkpoint.py prints it)')
-        if tuple(w.shape[-2:]) != (model.patch_size, model.patch_size):
-            raise ValueError(f'checkpoint patch size {tuple(w.shape[-2:])} (from {wkey}) does '
-                             f'not match the config: patch_size={model.patch_size}')
-    key = prefix + 'pos_embed'
-    if key in state_dict and model.pos_embed is not None:
-        pe = state_dict[key]
-        n = pe.shape[1] - model.num_extra_tokens
-        side = math.isqrt(n)
-        if side * side == n and pe.shape[-1] == model.embed_dims:
-            state_dict[key] = resize_pos_embed(pe, (side, side), model.grid,
-                                               model.num_extra_tokens)
-    shared_key = prefix + 'rel_pos_bias.relative_position_bias_table'
-    per_block = model.blocks[0].rel_pos_bias is not None
-    if shared_key in state_dict and per_block:
-        table = state_dict.pop(shared_key)
-        for i in range(model.num_layers):
-            state_dict.setdefault(f'{prefix}blocks.{i}.rel_pos_bias.relative_position_bias_table',
-                                  table.clone())
-    for k in list(state_dict):
-        if k.startswith(prefix) and k.endswith('relative_position_bias_table'):
-            table = state_dict[k]
-            h, w = model.grid
-            if table.shape[0] == (2 * h - 1) * (2 * w - 1) + 3:
-                continue  # already the model's grid (square or not)
-            src = _grid_of_rel_table(table.shape[0])
-            state_dict[k] = resize_rel_pos_table(table, src, model.grid)
+    """`model.checkpoint_filter(state_dict, prefix)`, under its former name."""
+    model.checkpoint_filter(state_dict, prefix)
 
 
 def load_pretrained(model: PeCoViT, path: str, prefix: str | None = None,
@@ -486,18 +513,18 @@ def load_pretrained(model: PeCoViT, path: str, prefix: str | None = None,
     import os.path as osp
 
     from mmengine.logging import print_log
-    from mmengine.runner.checkpoint import _load_checkpoint
+
+    from .checkpoint import read_checkpoint, select_prefix
+    from .convert import convert_state_dict, detect_format
 
     if not path or not osp.isfile(str(path)):
         raise FileNotFoundError(f'pretrained checkpoint {path!r} not found (set '
                                 'model.backbone.init_cfg.checkpoint, or init_cfg=None to train '
                                 'from scratch)')
-    from .convert import convert_state_dict, detect_format
-
-    ckpt = _load_checkpoint(path, map_location=map_location)
+    ckpt = read_checkpoint(path)
     inner = ckpt.get('state_dict', ckpt) if isinstance(ckpt, dict) else ckpt
     if prefix and any(k.startswith(prefix) for k in inner):
-        ckpt = {k[len(prefix):]: v for k, v in inner.items() if k.startswith(prefix)}
+        ckpt = select_prefix(inner, prefix)
     # always through the converter: our names pass unchanged; timm / unilm / MAE / MoCo v3 /
     # DINO / mmpretrain names are mapped (layer scales, per-block tables, dropped heads)
     fmt = detect_format(ckpt)
@@ -505,7 +532,7 @@ def load_pretrained(model: PeCoViT, path: str, prefix: str | None = None,
     if fmt != 'peco_mm':
         print_log(f'{path}: converted from the {fmt!r} format', logger='current')
     own = set(model.state_dict())
-    # load_state_dict adapts the tables through PeCoViT._load_from_state_dict
+    # load_state_dict fits the tables through PeCoViT.checkpoint_filter
     missing, unexpected = model.load_state_dict(dict(state), strict=False)
     missing = [k for k in missing if not k.startswith('pyramid.')]
     if len(missing) == len(own) or not (own & set(state)):

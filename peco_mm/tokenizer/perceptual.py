@@ -9,11 +9,8 @@ at λ = 0) would measure almost nothing; 'sum' is the default. docs/tokenizer.md
 measured gradient shares.
 
 Networks (paper Sec. 3.2 and Table 5):
-- 'vit': ViT-B (default MoCo v3, 100 epochs) at blocks 3/6/9/12, each the raw output of its
-  block (`PeCoViT.forward_intermediates`; the final LayerNorm is never applied, so block 12 is
-  the same kind of tensor as blocks 3/6/9, and `vit_cfg=dict(final_norm=...)` has no effect
-  on the features: the checkpoint's norm loads as usual and stays unused); any checkpoint
-  format the converter reads (MoCo v3, DINO, timm, MAE, BEiT, mmpretrain, peco_mm) through
+- 'vit': ViT-B (default MoCo v3, 100 epochs) at blocks 3/6/9/12; any checkpoint format the
+  converter reads (MoCo v3, DINO, timm, MAE, BEiT, mmpretrain, peco_mm) through
   `peco_mm.models.convert.load_pretrained_vit`;
 - 'resnet50': torchvision ResNet-50 at the end of each stage (layer1..layer4); torchvision or
   MoCo (v1/v2 `module.encoder_q.*`, v3 `module.base_encoder.*`) state dicts;
@@ -147,14 +144,16 @@ def quiet_init_weights(module: nn.Module) -> None:
 
 # ---- feature networks -------------------------------------------------------------------------
 class ViTFeatures(nn.Module):
-    def __init__(self, vit: nn.Module, blocks: Sequence[int]) -> None:
+    """The raw outputs of the selected blocks (no final norm, whatever the checkpoint holds),
+    as the hooks of timm's blocks would give them: (B, C, h, w) each."""
+
+    def __init__(self, vit: nn.Module, indices: Sequence[int]) -> None:
         super().__init__()
         self.vit = vit
-        self.blocks = [int(i) - 1 for i in blocks]  # 1-based layers -> block indices
+        self.indices = list(indices)
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
-        # the raw output of each selected block, (B, C, h, w); no final norm
-        return self.vit.forward_intermediates(x, self.blocks, norm=False, output_fmt='NCHW')
+        return self.vit.forward_intermediates(x, self.indices, norm=False, output_fmt='NCHW')
 
 
 class ResNetFeatures(nn.Module):
@@ -194,8 +193,6 @@ class VGGFeatures(nn.Module):
 def build_vit(checkpoint: str | None, layers: Sequence[int], vit_cfg: dict) -> nn.Module:
     from ..models.vit import PeCoViT
     idx = [int(i) - 1 for i in layers]
-    if min(idx) < 0:
-        raise ValueError(f'perceptual loss (vit): layers {tuple(layers)} are 1-based blocks')
     over = dict(drop_path_rate=0.0)
     if checkpoint is None:
         kw = dict(arch='base', img_size=224, patch_size=16)
@@ -204,25 +201,15 @@ def build_vit(checkpoint: str | None, layers: Sequence[int], vit_cfg: dict) -> n
         vit = PeCoViT(**kw)
         quiet_init_weights(vit)
     else:
-        from mmengine.logging import print_log
-
-        from ..models.convert import load_pretrained_vit
-        vit_cfg = dict(vit_cfg)
-        if 'final_norm' in vit_cfg:
-            # the features never pass the final norm; the checkpoint decides whether the
-            # (unused) norm exists, so its norm.weight / norm.bias always fit
-            print_log(f'perceptual loss (vit): final_norm={vit_cfg.pop("final_norm")} has no '
-                      'effect: the features are the blocks\' raw outputs, the final norm is '
-                      'never applied', logger='current')
         try:
-            vit = load_pretrained_vit(checkpoint, **{**vit_cfg, **over})
+            vit = PeCoViT.from_checkpoint(checkpoint, **{**vit_cfg, **over})
         except Exception as err:
             raise ValueError(f'perceptual loss (vit): cannot load {checkpoint!r} as a ViT: '
                              f'{err}') from err
     if max(idx) >= vit.num_layers:
         raise ValueError(f'perceptual loss (vit): layers {tuple(layers)} but {checkpoint or "the"}'
                          f' ViT has {vit.num_layers} blocks')
-    return ViTFeatures(vit, layers)
+    return ViTFeatures(vit, idx)
 
 
 def _load_torchvision_state(checkpoint: str, net: str) -> dict:

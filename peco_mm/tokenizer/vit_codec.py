@@ -1,4 +1,4 @@
-"""ViT encoder and inverse-ViT decoder for the tokenizer ablation of PeCo (Table 8, appendix B:
+"""ViT encoder and inverse-ViT decoder for the tokenizer ablation of PeCo (Table 12, appendix:
 "for ViT-base encoder, we use the original structure, and use the inverse version of ViT as
 decoder"). Encoder: PeCoViT patch tokens (16×16 patches) projected to the codebook width.
 Decoder: codewords projected to tokens, transformer blocks, then a linear layer to the pixels
@@ -16,8 +16,7 @@ from .perceptual import quiet_init_weights
 
 
 class ViTEncoder(nn.Module):
-    """(B, 3, H, W) -> (B, code_dims, H/p, W/p): the last block's patch tokens after the
-    final norm, projected to the codebook width."""
+    """(B, 3, H, W) -> (B, code_dims, H/p, W/p)."""
 
     def __init__(self, code_dims: int, **vit_cfg) -> None:
         super().__init__()
@@ -29,7 +28,8 @@ class ViTEncoder(nn.Module):
         self.proj = nn.Conv2d(self.vit.embed_dims, code_dims, 1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        feats = self.vit.forward_intermediates(x, 1, norm=True, output_fmt='NCHW')[0]
+        # the last block's patch tokens after the final norm
+        feats = self.vit.forward_intermediates(x, [-1], norm=True, output_fmt='NCHW')[0]
         return self.proj(feats)  # (B, D, h, w)
 
 

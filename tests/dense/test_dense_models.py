@@ -61,7 +61,7 @@ def test_pyramid_strides_channels_and_values(hw):
     assert [tuple(o.shape) for o in outs] == [
         (2, 64, 4 * h, 4 * w), (2, 64, 2 * h, 2 * w), (2, 64, h, w), (2, 64, h // 2, w // 2)]
     # stride 16 is block 3's map itself, stride 32 its 2x max-pool of block 4's map
-    raw = vit.forward_intermediates(x, vit.out_indices)  # (B, C, h, w) per block
+    raw = vit.forward_intermediates(x)  # (B, C, h, w) of blocks 1-4
     torch.testing.assert_close(outs[2], raw[2])
     torch.testing.assert_close(outs[3], F.max_pool2d(raw[3], 2))
     # 2x up is one transposed conv: output pixel (2i+a, 2j+b) = W[:, :, a, b]^T x(i, j) + bias
@@ -104,9 +104,8 @@ def test_layer_decay_groups_closed_form(cfg_name, rate, lr):
         else:  # pyramid, neck, heads: full lr
             scale = 1.0
         assert g['lr'] == pytest.approx(lr * scale, rel=1e-9), name
-        # BEiT's rule (its segmentation code too): 1-d, cls token, position embedding; the
-        # relative-position tables are decayed
-        no_wd = p.ndim <= 1 or name.endswith(('cls_token', 'pos_embed'))
+        # BEiT's rule: 1-d parameters and the cls token; relative-position tables decay
+        no_wd = p.ndim <= 1 or name.endswith('cls_token')
         assert g['weight_decay'] == (0.0 if no_wd else 0.05), name
     # the heads, necks and adapter are all at full lr
     head_names = [n for n in params if not n.startswith('backbone.') or '.pyramid.' in n]

@@ -12,8 +12,8 @@ class Classifier(nn.Module):
 
     def __init__(self):
         super().__init__()
-        self.backbone = PeCoViT(arch=dict(embed_dims=64, num_layers=3, num_heads=4),
-                                img_size=32, patch_size=8, qkv_bias='qv',
+        self.backbone = PeCoViT(arch='test', num_layers=3, img_size=32,
+                                patch_size=8, qkv_bias='qv',
                                 rel_pos_bias='per_block', out_type='avg_featmap',
                                 final_norm=False)
         self.head = nn.Linear(64, 10)
@@ -56,7 +56,7 @@ def test_groups_match_closed_form():
     assert seen[id(names['backbone.patch_embed.proj.weight'])]['lr'] == pytest.approx(
         lr * rate**4)
     assert seen[id(names['backbone.blocks.0.rel_pos_bias.relative_position_bias_table'])][
-        'weight_decay'] == 0.0
+        'weight_decay'] == wd  # decayed, as BEiT's fine-tuning decays it
 
 
 def test_custom_keys_multiply_and_frozen_params_skipped():
@@ -81,3 +81,70 @@ def test_unknown_paramwise_key_is_refused():
             type='LayerDecayOptimWrapperConstructor',
             optim_wrapper_cfg=dict(optimizer=dict(type='AdamW', lr=1e-3)),
             paramwise_cfg=dict(layer_decay=0.65)))
+
+
+def _decay_by_kind(model: nn.Module, optimizer) -> dict[str, bool]:
+    """{parameter kind: decayed?} from an optimizer's groups, with one answer per kind."""
+    group_of = {id(p): g for g in optimizer.param_groups for p in g['params']}
+    kinds = ('cls_token', 'mask_token', 'pos_embed', 'relative_position_bias_table', 'q_bias',
+             'v_bias', 'gamma')
+    out = {}
+    for name, p in model.named_parameters():
+        kind = next((k for k in kinds if k in name), None) or (
+            'norm' if '.ln' in name or 'norm' in name else
+            'bias' if name.endswith('.bias') else 'weight')
+        decayed = group_of[id(p)]['weight_decay'] > 0
+        assert out.setdefault(kind, decayed) == decayed, f'{kind}: {name} differs'
+    return out
+
+
+@pytest.mark.parametrize('recipe', [
+    ('beit/beit_beit-base-p16_8xb256-amp-coslr-300e_in1k.py',
+     'configs/peco/pretrain_vitb_in1k_300e.py'),
+    ('beit/benchmarks/beit-base-p16_8xb128-coslr-100e_in1k.py',
+     'configs/peco/finetune_vitb_in1k.py'),
+], ids=['pretraining', 'fine-tuning'])
+def test_weight_decay_follows_mmpretrain_beit(recipe):
+    """Which parameters BEiT decays, from mmpretrain's own BEiT configs and constructor on its
+    BEiT ViT, against the shipped PeCo configs on PeCoViT: the [MASK] token and the
+    relative-position tables are decayed, tokens, norms, biases and layer scales are not."""
+    import mmpretrain
+    from mmengine.config import Config
+    from mmpretrain.models import BEiTPretrainViT
+    from mmpretrain.registry import OPTIM_WRAPPER_CONSTRUCTORS as MMPRETRAIN_CONSTRUCTORS
+
+    from tests.conftest import ROOT
+    ref_cfg = Config.fromfile(f'{mmpretrain.__path__[0]}/.mim/configs/{recipe[0]}')
+    ours_cfg = Config.fromfile(str(ROOT / recipe[1]))
+
+    class Wrap(nn.Module):  # an algorithm: `backbone.` names, the backbone's depths
+        def __init__(self, backbone):
+            super().__init__()
+            self.backbone = backbone
+
+        def get_layer_depth(self, name: str, prefix: str = 'backbone.'):
+            return self.backbone.get_layer_depth(name, prefix)
+
+    ref_model = Wrap(BEiTPretrainViT(
+        arch=dict(embed_dims=64, num_layers=2, num_heads=4, feedforward_channels=256),
+        img_size=32, patch_size=8, use_shared_rel_pos_bias=True))
+    ref_ow = dict(ref_cfg.optim_wrapper, type='OptimWrapper')
+    ref_ow.pop('loss_scale', None)
+    ref_ow.pop('dtype', None)
+    from mmengine.registry import DefaultScope
+    with DefaultScope.overwrite_default_scope('mmpretrain'):
+        ref = MMPRETRAIN_CONSTRUCTORS.build(dict(
+            type=ref_ow.pop('constructor', 'DefaultOptimWrapperConstructor'),
+            optim_wrapper_cfg=ref_ow, paramwise_cfg=ref_ow.pop('paramwise_cfg')))(ref_model)
+    ours_model = Wrap(PeCoViT(arch='test', img_size=32, patch_size=8, qkv_bias='qv',
+                              use_abs_pos_emb=False, rel_pos_bias='shared',
+                              layer_scale_init_value=0.1, use_mask_token=True))
+    ow = dict(ours_cfg.optim_wrapper, type='OptimWrapper')
+    ow.pop('dtype', None)
+    ours = OPTIM_WRAPPER_CONSTRUCTORS.build(dict(
+        type=ow.pop('constructor'), optim_wrapper_cfg=ow,
+        paramwise_cfg=ow.pop('paramwise_cfg')))(ours_model)
+    want = _decay_by_kind(ref_model, ref.optimizer)
+    assert want['mask_token'] and want['relative_position_bias_table']  # the reference's rule
+    got = _decay_by_kind(ours_model, ours.optimizer)
+    assert got == want

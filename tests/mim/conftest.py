@@ -11,7 +11,7 @@ import pytest
 import torch
 
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
-TINY_VIT = dict(embed_dims=64, num_layers=2, num_heads=4)
+TINY_VIT = 'test'  # PeCoViT's tiny preset: 64 wide, 2 blocks, 4 heads
 # 32 px -> 4x4 codes (8x down), K = 16
 TINY_TOKENIZER = dict(base_channels=16, channel_mult=(1, 2, 2, 4), num_res_blocks=1,
                       embed_dims=16, num_embeddings=16)
@@ -92,7 +92,7 @@ def write_config(path, base: str, tokenizer_ckpt: str, data_root: str, iters: in
     text = f'''
 _base_ = {osp.join(REPO, 'configs', 'peco', base)!r}
 model = dict(
-    backbone=dict(arch=dict(_delete_=True, **{TINY_VIT!r}), img_size=32, patch_size=8,
+    backbone=dict(arch={TINY_VIT!r}, img_size=32, patch_size=8,
                   drop_path_rate=0.0, use_abs_pos_emb=True),
     target_generator=dict(checkpoint={tokenizer_ckpt!r}, channels_last=False),
     {model_extra})

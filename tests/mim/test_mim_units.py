@@ -179,8 +179,8 @@ def test_missing_tokenizer_checkpoint_fails_when_the_model_is_built(tmp_path):
         MODELS.build(cfg.model)
 
 
-def test_shipped_config_reads_the_tokenizer_architecture_from_its_checkpoint(tokenizer_ckpt,
-                                                                            tmp_path):
+def test_shipped_config_reads_the_tokenizer_architecture_from_its_checkpoint(
+        tokenizer_ckpt, tmp_path):
     """configs/peco/pretrain_vitb_in1k_300e.py names only the tokenizer file: the tiny
     tokenizer's 8x CNN and 16-code codebook come from the checkpoint, frozen, without a data
     preprocessor or a decoder, and its codes equal the trained tokenizer's."""

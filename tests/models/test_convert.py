@@ -132,7 +132,7 @@ def src_mmpretrain_beit():  # BEiTViT: q/v bias, per-block tables, avg pooling w
 
 
 def src_peco_mm():  # our own mmengine checkpoint of a classifier
-    m = randomize(PeCoViT(arch=dict(embed_dims=64, num_layers=2, num_heads=4), img_size=32,
+    m = randomize(PeCoViT(arch='test', img_size=32,
                           patch_size=8, qkv_bias='qv', rel_pos_bias='per_block',
                           layer_scale_init_value=0.1, use_mask_token=True), 11)
     sd = {f'backbone.{k}': v for k, v in m.state_dict().items()}
@@ -216,7 +216,7 @@ def test_inferred_arguments_and_report():
 def test_pecovit_names_are_detected_as_peco_mm(monkeypatch):
     """PeCoViT-named tensors are 'peco_mm' bare, under 'backbone.', or in {'state_dict': ..}
     (what tools/convert_checkpoint.py writes), even when the names also fit timm BEiT."""
-    m = PeCoViT(arch=dict(embed_dims=64, num_layers=2, num_heads=4), img_size=32,
+    m = PeCoViT(arch='test', img_size=32,
                 patch_size=8, qkv_bias='qv', rel_pos_bias='shared', layer_scale_init_value=0.1)
     sd = m.state_dict()
     assert detect_format(sd) == 'peco_mm'
@@ -353,13 +353,13 @@ def test_load_pretrained_vit(tmp_path):
     ckpt, ref_tokens, _ = src_mocov3()
     path = tmp_path / 'moco.pth'
     torch.save(ckpt, path)
-    model = load_pretrained_vit(str(path), num_heads=4, out_type='featmap', out_indices=(0, 1))
+    model = load_pretrained_vit(str(path), num_heads=4)
     model.eval()
     x = images()
     with torch.no_grad():
-        outs = model(x)
-        torch.testing.assert_close(model.forward_features(x), ref_tokens(x), atol=ATOL, rtol=0)
-    assert [o.shape for o in outs] == [(2, 64, 4, 4)] * 2
+        outs = model.forward_intermediates(x, (0, 1), norm=True, output_fmt='NLC')
+        torch.testing.assert_close(outs[1], ref_tokens(x), atol=ATOL, rtol=0)
+    assert len(outs) == 2 and outs[0].shape == (2, 17, 64)
     torch.save({'weights': {'a': torch.zeros(1)}}, tmp_path / 'odd.pth')
     with pytest.raises(ValueError, match="top-level keys \\['weights'\\]"):
         load_pretrained_vit(str(tmp_path / 'odd.pth'))

@@ -8,7 +8,7 @@ from peco_mm.models import PeCoViT
 
 
 def build(path, prefix='backbone.'):
-    m = PeCoViT(embed_dims=64, num_layers=2, num_heads=4, img_size=32, patch_size=8,
+    m = PeCoViT(arch='test', img_size=32, patch_size=8,
                 init_cfg=dict(type='Pretrained', checkpoint=str(path), prefix=prefix))
     m.init_weights()
     return m.eval()
@@ -16,7 +16,7 @@ def build(path, prefix='backbone.'):
 
 def test_peco_checkpoint_with_prefix(tmp_path):
     torch.manual_seed(0)
-    src = PeCoViT(embed_dims=64, num_layers=2, num_heads=4, img_size=32, patch_size=8).eval()
+    src = PeCoViT(arch='test', img_size=32, patch_size=8).eval()
     sd = {'backbone.' + k: v for k, v in src.state_dict().items()}
     sd['head.fc.weight'] = torch.zeros(3, 64)
     torch.save({'state_dict': sd, 'meta': {}}, tmp_path / 'peco.pth')
@@ -44,7 +44,7 @@ def test_timm_layer_scale_file_keeps_its_gammas(tmp_path):
             if n.endswith('gamma'):
                 p.uniform_(0.5, 2.0)
     torch.save(src.state_dict(), tmp_path / 'timm_ls.pth')
-    m = PeCoViT(embed_dims=64, num_layers=2, num_heads=4, img_size=32, patch_size=8,
+    m = PeCoViT(arch='test', img_size=32, patch_size=8,
                 layer_scale_init_value=0.1,
                 init_cfg=dict(type='Pretrained', checkpoint=str(tmp_path / 'timm_ls.pth')))
     m.init_weights()

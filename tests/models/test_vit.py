@@ -52,8 +52,7 @@ def test_rel_pos_bias_zero_table_is_identity_and_nonzero_changes_output(mode):
     plain = tiny()
     rel = tiny(rel_pos_bias=mode)
     rel.load_state_dict(plain.state_dict(), strict=False)
-    # zero tables at init
-    torch.testing.assert_close(rel.forward_features(x), plain.forward_features(x))
+    torch.testing.assert_close(rel.forward_features(x), plain.forward_features(x))  # zero tables
     tables = [p for n, p in rel.named_parameters() if n.endswith('bias_table')]
     assert len(tables) == (1 if mode == 'shared' else 2)
     with torch.no_grad():
@@ -109,9 +108,9 @@ def test_resize_pos_embed_constant_stays_constant():
 
 def test_out_types():
     x = torch.randn(2, 3, 32, 32)
-    tokens = tiny().forward_features(x)
+    raw = tiny().forward_features(x)  # (B, 1+N, C) after the final norm
     cls = tiny(out_type='cls_token')(x)[0]
-    torch.testing.assert_close(cls, tokens[:, 0])
+    torch.testing.assert_close(cls, raw[:, 0])
     avg = tiny(out_type='avg_featmap', final_norm=False)
     tokens = avg.forward_features(x)  # final_norm=False: no norm before pooling
     ref = F.layer_norm(tokens[:, 1:].mean(1), (64,), avg.fc_norm.weight, avg.fc_norm.bias, 1e-6)
@@ -154,8 +153,8 @@ def test_no_weight_decay_set():
             'norm.weight', 'norm.bias', 'blocks.0.mlp.fc1.bias'} <= nwd
     # BEiT decays the [MASK] token and the relative-position tables
     assert not {'blocks.0.attn.qkv.weight', 'patch_embed.proj.weight', 'mask_token',
-                'blocks.0.rel_pos_bias.relative_position_bias_table',
-                'blocks.1.mlp.fc2.weight'} & nwd
+                'blocks.1.mlp.fc2.weight', 'blocks.0.rel_pos_bias.relative_position_bias_table'
+                } & nwd
 
 
 def test_frozen_stages_linear_probe():

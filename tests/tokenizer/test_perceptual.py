@@ -1,6 +1,5 @@
-"""Perceptual loss (Eq. 4): every network format loads from a random-weight torchvision model
-with features equal to the source (the ViT formats: test_perceptual_vit_parity.py); bad
-checkpoints fail before training."""
+"""Perceptual loss (Eq. 4): every network format loads from a random-weight timm / torchvision
+model with features equal to the source; bad checkpoints fail before training."""
 import pytest
 import torch
 import torch.nn.functional as F
@@ -13,6 +12,51 @@ def _timm_vit():
     torch.manual_seed(0)
     return VisionTransformer(img_size=32, patch_size=8, embed_dim=64, depth=4, num_heads=4,
                              num_classes=10).eval()
+
+
+def _timm_block_outputs(vit, x, blocks):
+    """What timm's blocks themselves output (forward hooks), patch tokens as (B, C, h, w)."""
+    got = {}
+    hooks = [vit.blocks[i - 1].register_forward_hook(
+        lambda mod, args, out, i=i: got.__setitem__(i, out)) for i in blocks]
+    vit.forward_features(x)
+    for h in hooks:
+        h.remove()
+    return [got[i][:, 1:].transpose(1, 2).reshape(len(x), -1, 4, 4) for i in sorted(blocks)]
+
+
+VIT_LAYOUTS = {
+    'timm': lambda sd: sd,
+    'mocov3': lambda sd: {'state_dict': {f'module.base_encoder.{k}': v for k, v in sd.items()}},
+    'mae': lambda sd: {'model': {k: v for k, v in sd.items() if not k.startswith('head')}},
+    'dino': lambda sd: {'teacher': {f'backbone.{k}': v for k, v in sd.items()}},
+}
+
+
+@pytest.mark.parametrize('layout', sorted(VIT_LAYOUTS))
+def test_vit_formats_features_equal_source(tmp_path, layout):
+    vit = _timm_vit()
+    path = tmp_path / f'{layout}.pth'
+    torch.save(VIT_LAYOUTS[layout](vit.state_dict()), path)
+    # heads cannot be read from weights: the converter assumes 64-d heads unless told
+    # every selected layer is its block's raw output, the last one included (each of these
+    # checkpoints holds the final norm.weight; the features never go through it)
+    loss = PerceptualLoss('vit', str(path), layers=(1, 2, 3, 4), vit_cfg=dict(num_heads=4))
+    x = torch.rand(2, 3, 32, 32) * 2 - 1
+    with torch.no_grad():
+        ours = loss.net(loss.normalize_input(x))
+        ref = _timm_block_outputs(vit, loss.normalize_input(x), {1, 2, 3, 4})
+    assert len(ours) == 4
+    for a, b in zip(ours, ref):
+        assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+    # building it without the final norm is accepted (the norm weights are skipped) and equal
+    no_norm = PerceptualLoss('vit', str(path), layers=(1, 2, 3, 4),
+                             vit_cfg=dict(num_heads=4, final_norm=False))
+    with torch.no_grad():
+        for a, b in zip(no_norm.net(no_norm.normalize_input(x)), ref):
+            assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+    assert not any(p.requires_grad for p in loss.net.parameters())
+    assert loss.state_dict() == {} or all('mean' in k or 'std' in k for k in loss.state_dict())
 
 
 def _resnet_features(model, x):

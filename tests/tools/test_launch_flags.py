@@ -30,7 +30,7 @@ def train(cfg, work_dir, **flags):
 
 
 # ---- explaining themselves ---------------------------------------------------------------
-@pytest.mark.parametrize('tool', PY_TOOLS)
+@pytest.mark.parametrize('tool', sorted(p.stem for p in (ROOT / 'tools').glob('*.py')))
 def test_help_is_fast_complete_and_imports_no_torch(tool):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -128,6 +128,18 @@ def test_auto_scale_lr_scales_by_total_batch(cls_cfg, tmp_path, isolated_mmengin
     assert 'Scaling the original LR by 0.25' in run_log(tmp_path / 'b')
     logged = [scalars(tmp_path / d)[0]['lr'] for d in 'ab']
     assert logged[1] == pytest.approx(0.25 * logged[0])
+
+
+def test_two_runs_in_the_same_second_log_to_their_own_work_dirs(
+        cls_cfg, tmp_path, isolated_mmengine, monkeypatch):
+    # mmengine names a run's visualizer <config>_<timestamp>: with the clock frozen both runs
+    # get one timestamp, and without a distinct experiment name the second run's scalars
+    # would go to the first run's folder
+    monkeypatch.setattr(time, 'time', lambda: 1.8e9)
+    runners = [train(cls_cfg, tmp_path / d) for d in 'ab']
+    assert runners[0].experiment_name != runners[1].experiment_name
+    for d in 'ab':
+        assert [r['iter'] for r in scalars(tmp_path / d) if 'loss' in r] == [1, 2]
 
 
 def test_auto_scale_lr_without_base_batch_names_the_key(cls_cfg, tmp_path):

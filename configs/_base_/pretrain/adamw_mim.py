@@ -1,8 +1,10 @@
 # Optimisation and runtime for MIM pretraining (PeCo appendix B): AdamW lr 1.5e-3,
 # betas (0.9, 0.999), weight decay 0.05 at a total batch of 2048; BEiT's 10 warm-up epochs,
 # cosine to 1e-5 and gradient clipping at 3.0 (not stated by PeCo; BEiT's recipe).
-# Norms, biases, tokens, position tables and layer scales get no weight decay (the backbone's
-# `no_weight_decay()`); the frozen tokenizer has no trainable parameters and gets no group.
+# Weight decay as BEiT's (the reference's; the paper is silent): none for norms, biases, layer
+# scales, the cls token and absolute positions; the [MASK] token and the relative-position
+# tables are decayed (the backbone's `no_weight_decay()`). The frozen tokenizer has no
+# trainable parameters and gets no group.
 _base_ = 'mmpretrain::_base_/default_runtime.py'
 
 custom_imports = dict(imports=['peco_mm'], allow_failed_imports=False)

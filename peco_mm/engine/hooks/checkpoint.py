@@ -1,0 +1,198 @@
+"""Checkpoints that a kill cannot break, and a resume that survives one that did.
+
+mmengine 0.10.7's CheckpointHook deletes the oldest kept checkpoint *before* writing the new
+one, writes the new one in place, then points `last_checkpoint` at it. A kill inside that
+write leaves `last_checkpoint` naming a missing or truncated file (and, with
+`max_keep_ckpts=1`, no intact checkpoint at all); `--resume` then fails with
+`FileNotFoundError` or `PytorchStreamReader failed reading zip archive`.
+
+`AtomicCheckpointHook` writes each checkpoint to `<name>.part`, fsyncs it, renames it over
+`<name>`, then rewrites `last_checkpoint` the same way, and only then deletes the checkpoints
+that fall out of `max_keep_ckpts`. It refuses to write a model with non-finite weights.
+`find_resumable_checkpoint` picks, for `--resume` without a path, the newest checkpoint of a
+work dir that reads back, naming every one it skipped and why.
+"""
+from __future__ import annotations
+
+import functools
+import glob
+import os
+import os.path as osp
+import zipfile
+
+import torch
+import torch.distributed as dist
+from mmengine.dist import is_main_process
+from mmengine.hooks import CheckpointHook
+from mmengine.model import is_model_wrapper
+
+from ...registry import HOOKS
+from ..compat import history_buffers_without_methods
+
+PART_SUFFIX = '.part'
+
+
+@HOOKS.register_module()
+class AtomicCheckpointHook(CheckpointHook):
+    """mmengine's CheckpointHook (same arguments) with crash-safe writes.
+
+    Every checkpoint the runner saves while this hook is installed (periodic, best, last)
+    goes through a temporary file and an atomic rename; `last_checkpoint` is updated after
+    the rename, and outdated checkpoints are removed after that. Remote `out_dir`s (a URI
+    such as `s3://...`) are written as mmengine writes them.
+    """
+
+    def before_train(self, runner) -> None:
+        super().before_train(runner)
+        if not getattr(runner.save_checkpoint, 'is_atomic', False):
+            runner.save_checkpoint = atomic_saver(runner, runner.save_checkpoint)
+
+    def _save_checkpoint_with_step(self, runner, step, meta) -> None:
+        stale = []
+        keep = self.max_keep_ckpts > 0  # (keep_ckpt_ids exists only then)
+        if keep and not (self.keep_ckpt_ids and self.keep_ckpt_ids[-1] == step):
+            if len(self.keep_ckpt_ids) == self.max_keep_ckpts:
+                stale.append(self.keep_ckpt_ids.popleft())
+            self.keep_ckpt_ids.append(step)
+            runner.message_hub.update_info('keep_ckpt_ids', list(self.keep_ckpt_ids))
+        filename = self.filename_tmpl.format(step)
+        self.last_ckpt = self.file_backend.join_path(self.out_dir, filename)
+        runner.message_hub.update_info('last_ckpt', self.last_ckpt)
+        runner.save_checkpoint(
+            self.out_dir, filename, self.file_client_args, save_optimizer=self.save_optimizer,
+            save_param_scheduler=self.save_param_scheduler, meta=meta, by_epoch=self.by_epoch,
+            backend_args=self.backend_args, **self.args)
+        if not is_main_process():
+            return
+        write_text_atomically(osp.join(runner.work_dir, 'last_checkpoint'), self.last_ckpt)
+        for old in stale:  # only now: the new checkpoint is complete on disk
+            path = self.file_backend.join_path(self.out_dir, self.filename_tmpl.format(old))
+            if self.file_backend.isfile(path):
+                self.file_backend.remove(path)
+            elif self.file_backend.isdir(path):  # DeepSpeed saves folders
+                self.file_backend.rmtree(path)
+
+
+def atomic_saver(runner, save):
+    """Wrap `runner.save_checkpoint`: refuse non-finite weights, write `<name>.part`, fsync,
+    rename it to `<name>`."""
+    # DeepSpeed writes a folder from every rank: renamed by one rank it could be incomplete
+    sharded = 'DeepSpeed' in type(getattr(runner, 'strategy', None)).__name__
+
+    @functools.wraps(save)
+    def save_atomically(out_dir, filename, *args, **kwargs):
+        check_finite_weights(runner.model, filename)
+        if '://' in str(out_dir) or sharded:
+            with history_buffers_without_methods():
+                return save(out_dir, filename, *args, **kwargs)
+        with history_buffers_without_methods():  # loadable with weights_only=True
+            result = save(out_dir, filename + PART_SUFFIX, *args, **kwargs)
+        part = osp.join(out_dir, filename + PART_SUFFIX)
+        if is_main_process() and osp.exists(part):  # the main process wrote it
+            commit_file(part, osp.join(out_dir, filename))
+        return result
+    save_atomically.is_atomic = True
+    return save_atomically
+
+
+def check_finite_weights(model: torch.nn.Module, filename: str) -> None:
+    """Raise FloatingPointError naming the non-finite tensors, so that a diverged model never
+    replaces a good checkpoint."""
+    module = model.module if is_model_wrapper(model) else model
+    if not isinstance(module, torch.nn.Module):
+        return
+    tensors = list(module.named_parameters()) + list(module.named_buffers())
+    bad = [n for n, t in tensors if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        count = torch.tensor([float(len(bad))], device=tensors[0][1].device if tensors else None)
+        dist.all_reduce(count)  # every rank refuses together (FSDP: each checks its shard)
+        if count.item() and not bad:
+            bad = ['(on another rank)']
+    if bad:
+        shown = ', '.join(bad[:3]) + (' ...' if len(bad) > 3 else '')
+        raise FloatingPointError(
+            f'not saving {filename}: {len(bad)} weight tensors hold NaN/inf ({shown}); the '
+            'earlier checkpoints are kept. Lower the learning rate or add gradient clipping '
+            '(optim_wrapper.clip_grad=dict(max_norm=...)), check the data '
+            '(tools/check_dataset.py CONFIG), or train in bf16/fp32 instead of fp16.')
+
+
+def commit_file(part: str, final: str) -> None:
+    """fsync `part`, rename it over `final` (atomic on POSIX), fsync the folder."""
+    if osp.isfile(part):
+        with open(part, 'rb') as f:
+            os.fsync(f.fileno())
+    os.replace(part, final)
+    fsync_dir(osp.dirname(final) or '.')
+
+
+def write_text_atomically(path: str, text: str) -> None:
+    part = path + PART_SUFFIX
+    with open(part, 'w') as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(part, path)
+    fsync_dir(osp.dirname(path) or '.')
+
+
+def fsync_dir(path: str) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # e.g. a platform without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+# ---- resume --------------------------------------------------------------------------------
+def checkpoint_problem(path: str) -> str | None:
+    """Why `path` cannot be resumed from (None if it reads back): missing, empty, or a
+    truncated / corrupt archive (every member's CRC is checked; no unpickling)."""
+    if not osp.exists(path):
+        return 'missing'
+    if osp.isdir(path):
+        return None  # a DeepSpeed checkpoint folder: left to its loader
+    size = osp.getsize(path)
+    if size == 0:
+        return 'empty file (0 bytes)'
+    if not zipfile.is_zipfile(path):
+        return f'not a readable torch checkpoint ({size} bytes; truncated or corrupt)'
+    try:
+        with zipfile.ZipFile(path) as zf:
+            bad = zf.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError) as e:
+        return f'corrupt archive ({e})'
+    return f'corrupt member {bad}' if bad else None
+
+
+def find_resumable_checkpoint(work_dir: str) -> tuple[str | None, list[str]]:
+    """The checkpoint `--resume` (no path) should use, and one line per skipped candidate.
+
+    Candidates: the file `last_checkpoint` names, then every `*.pth` in `work_dir`, newest
+    first (by modification time); the first that reads back wins.
+    """
+    notes = []
+    candidates = []
+    pointer = osp.join(work_dir, 'last_checkpoint')
+    if osp.isfile(pointer):
+        with open(pointer) as f:
+            named = f.read().strip()
+        if named:
+            candidates.append(named)
+        else:
+            notes.append(f'{pointer} is empty (written when the run was killed?)')
+    found = sorted(glob.glob(osp.join(work_dir, '*.pth')), key=osp.getmtime, reverse=True)
+    candidates += [p for p in found if osp.abspath(p) not in map(osp.abspath, candidates)]
+    for path in candidates:
+        problem = checkpoint_problem(path)
+        if problem is None:
+            return path, notes
+        notes.append(f'resume: skipped {path}: {problem}')
+    for part in glob.glob(osp.join(work_dir, '*' + PART_SUFFIX)):
+        notes.append(f'resume: ignored {part}: an unfinished write (safe to delete)')
+    return None, notes

@@ -1,0 +1,105 @@
+"""Stop (or skip the step) at a non-finite loss, in any stage.
+
+Without it, a diverging run keeps training at `loss: nan  grad_norm: nan`, writes NaN
+checkpoints and evaluates to NaN scores. The check sits at the optimizer wrapper, before
+backward: `update_params(loss)` of every optimizer wrapper the runner holds is guarded, so it
+covers PeCo / PeCo_MAE pretraining, classification, UperNet and Mask R-CNN without code in
+any model. The model's `parse_losses` is wrapped only to remember the loss terms, so that the
+message can name the one that went bad.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.distributed as dist
+from mmengine.hooks import Hook
+from mmengine.model import is_model_wrapper
+from mmengine.optim import OptimWrapperDict
+from mmengine.runner import EpochBasedTrainLoop
+
+from ...registry import HOOKS
+
+ADVICE = ('Try a lower learning rate (optim_wrapper.optimizer.lr) or gradient clipping '
+          '(optim_wrapper.clip_grad=dict(max_norm=...)); check the data '
+          '(tools/check_dataset.py CONFIG); with fp16 mixed precision use bf16 or fp32.')
+
+
+@HOOKS.register_module()
+class NonFiniteLossHook(Hook):
+    """Raise FloatingPointError at the first non-finite loss, or skip up to `max_skips`
+    steps (no backward, no optimizer step, gradients zeroed) and raise at the next one.
+
+    Args:
+        max_skips: how many steps with a non-finite loss to skip in the whole run before
+            stopping; 0 (default) stops at the first.
+
+    tools/train.py adds it to every run; set `nonfinite_loss = dict(max_skips=N)` in a config
+    to skip instead. Under DDP all ranks agree (one all-reduce of a flag per step), so they
+    skip or stop together.
+    """
+    priority = 'VERY_HIGH'
+
+    def __init__(self, max_skips: int = 0) -> None:
+        if not isinstance(max_skips, int) or max_skips < 0:
+            raise ValueError(f'NonFiniteLossHook: max_skips={max_skips!r}; allowed: an int >= 0')
+        self.max_skips = max_skips
+        self.skipped = 0
+        self.terms: dict = {}
+
+    def before_train(self, runner) -> None:
+        model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+        if not getattr(model.parse_losses, 'remembers_terms', False):
+            model.parse_losses = self.remember_terms(model.parse_losses)
+        wrappers = runner.optim_wrapper
+        wrappers = (list(wrappers.values()) if isinstance(wrappers, OptimWrapperDict)
+                    else [wrappers])
+        for ow in wrappers:
+            if not getattr(ow.update_params, 'guarded', False):
+                ow.update_params = self.guard(runner, ow, ow.update_params)
+
+    def remember_terms(self, parse_losses):
+        def parse_and_remember(losses):
+            loss, log_vars = parse_losses(losses)
+            self.terms = log_vars
+            return loss, log_vars
+        parse_and_remember.remembers_terms = True
+        return parse_and_remember
+
+    def guard(self, runner, optim_wrapper, update_params):
+        def guarded_update(loss, *args, **kwargs):
+            if all_finite(loss):
+                return update_params(loss, *args, **kwargs)
+            message = self.describe(runner, loss)
+            if self.skipped >= self.max_skips:
+                runner.logger.error(message)
+                raise FloatingPointError(message)
+            self.skipped += 1
+            optim_wrapper.zero_grad()
+            runner.logger.warning(f'{message.split(". Try")[0]}; step skipped '
+                                  f'({self.skipped} of max_skips={self.max_skips}).')
+        guarded_update.guarded = True
+        return guarded_update
+
+    def describe(self, runner, loss: torch.Tensor) -> str:
+        """One line: where, which terms, what to try."""
+        values = {k: float(v.detach().float().mean()) if torch.is_tensor(v) else v
+                  for k, v in (self.terms or {}).items()}
+        values.setdefault('loss', float(loss.detach().float()))
+        bad = [k for k, v in values.items()
+               if k != 'loss' and isinstance(v, float) and not math.isfinite(v)] or ['loss']
+        shown = ', '.join(f'{k}={v:.4g}' for k, v in values.items()
+                          if isinstance(v, float))
+        where = f'iteration {runner.iter + 1}'
+        if isinstance(runner.train_loop, EpochBasedTrainLoop):
+            where += f' (epoch {runner.epoch + 1})'
+        return (f'Non-finite loss at {where} in {", ".join(bad)} ({shown}). {ADVICE} To skip '
+                'such steps instead of stopping: nonfinite_loss = dict(max_skips=N).')
+
+
+def all_finite(loss: torch.Tensor) -> bool:
+    """Whether the loss is finite on every rank (one device sync per step)."""
+    flag = torch.isfinite(loss.detach()).all().float()
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    return bool(flag)

@@ -1,0 +1,65 @@
+"""What tools/train.py adds to every training config so that nothing is lost or silent.
+
+`add_safeguards(cfg)` (called by the launcher before the runner is built):
+
+- swaps mmengine's `CheckpointHook` for `AtomicCheckpointHook` (same arguments);
+- adds `NonFiniteLossHook` (config: `nonfinite_loss = dict(max_skips=0)`);
+- on `--resume` without a path, picks the newest checkpoint of the work dir that reads back,
+  and adds `ResumeCheckHook` to compare it with this run before mmengine resumes;
+
+It returns the lines to log (skipped checkpoints), as the launcher's other notes. Once the
+runner is built, `guard_train_data(runner)` wraps the training dataset in `BadSampleGuard`
+(config: `bad_samples = dict(policy='raise')`, the default, or
+`dict(policy='skip', max_skips=100)`). It changes the runner's own copy of the dataloader
+config, so the config dumped into the work dir keeps the user's dataset unchanged.
+"""
+from __future__ import annotations
+
+from mmengine.config import Config, ConfigDict
+
+from .checkpoint import checkpoint_problem, find_resumable_checkpoint
+
+
+def add_safeguards(cfg: Config) -> list[str]:
+    notes = []
+    hooks = cfg.setdefault('default_hooks', ConfigDict())
+    ckpt_hook = hooks.get('checkpoint')
+    if isinstance(ckpt_hook, dict) and str(ckpt_hook.get('type', 'CheckpointHook')).split(
+            '.')[-1] == 'CheckpointHook':
+        ckpt_hook.type = 'AtomicCheckpointHook'
+    custom = [h for h in cfg.get('custom_hooks') or []  # a dumped config's stale one
+              if not (isinstance(h, dict) and h.get('type') == 'ResumeCheckHook')]
+    types = {str(h.get('type')).split('.')[-1] for h in custom if isinstance(h, dict)}
+    if 'NonFiniteLossHook' not in types:
+        custom.append(dict(type='NonFiniteLossHook', **(cfg.get('nonfinite_loss') or {})))
+    if cfg.get('resume') and not cfg.get('load_from'):
+        found, skipped = find_resumable_checkpoint(cfg.work_dir)
+        notes += skipped
+        if found:
+            cfg.load_from = found
+            if skipped:
+                notes.append(f'resume: using {found}, the newest checkpoint that reads back')
+    elif cfg.get('resume') and cfg.get('load_from'):
+        problem = checkpoint_problem(cfg.load_from)
+        if problem:
+            found, _ = find_resumable_checkpoint(cfg.work_dir)
+            raise ValueError(f'--resume {cfg.load_from}: {problem}. '
+                             + (f'The newest readable checkpoint of the work dir is {found} '
+                                '(--resume without a path takes it).' if found else ''))
+    if cfg.get('resume') and cfg.get('load_from'):
+        custom.append(dict(type='ResumeCheckHook', checkpoint=cfg.load_from))
+    cfg.custom_hooks = custom
+    return notes
+
+
+def guard_train_data(runner) -> None:
+    """Wrap the runner's (not yet built) training dataset in BadSampleGuard with the config's
+    `bad_samples` policy."""
+    loader = getattr(runner, '_train_dataloader', None)  # mmengine 0.10.7: the config dict
+    if not isinstance(loader, dict) or not isinstance(loader.get('dataset'), dict):
+        return
+    dataset = loader['dataset']
+    if str(dataset.get('type', '')).split('.')[-1] == 'BadSampleGuard':
+        return
+    loader['dataset'] = ConfigDict(type='BadSampleGuard', dataset=dataset,
+                                   **(runner.cfg.get('bad_samples') or {}))

@@ -1,0 +1,168 @@
+"""One checkpoint path: `models/checkpoint.py` reads files (no model imported, no mmengine
+private loader), `PeCoViT.checkpoint_filter` is the one table adapter, and
+`PeCoViT.from_checkpoint` builds and loads a ViT from any supported file."""
+import ast
+from pathlib import Path
+
+import pytest
+import timm
+import torch
+
+import peco_mm.models.convert as convert
+from peco_mm.layers import resize_rel_pos_table
+from peco_mm.models import PeCoViT
+from peco_mm.models.checkpoint import (read_checkpoint, select_prefix, strip_prefix,
+                                       unwrap)
+
+MODELS_DIR = Path(convert.__file__).parent
+KW = dict(arch=dict(embed_dims=32, num_layers=2, num_heads=2), img_size=32, patch_size=8)
+
+
+def imported_modules(path: Path, skip_functions=()) -> set[str]:
+    """Modules a file imports (relative ones with their dots), outside `skip_functions`."""
+    tree = ast.parse(path.read_text())
+    skipped = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
+               and f.name in skip_functions for n in ast.walk(f)}
+    names = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.ImportFrom):
+            names.add('.' * node.level + (node.module or ''))
+        elif isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+    return names
+
+
+def test_dependencies_run_one_way():
+    ckpt_imports = imported_modules(MODELS_DIR / 'checkpoint.py')
+    assert not {m for m in ckpt_imports if m.startswith('.') and m.lstrip('.') and
+                not m.startswith('..engine')}, ckpt_imports  # no sibling model module
+    # convert.py reads through checkpoint.py and never needs the model (the old name
+    # `load_pretrained_vit` is resolved lazily by the module's __getattr__ only)
+    conv_imports = imported_modules(MODELS_DIR / 'convert.py', skip_functions=('__getattr__',))
+    assert '.checkpoint' in conv_imports and '.vit' not in conv_imports
+    for f in MODELS_DIR.glob('*.py'):
+        assert '_load_checkpoint' not in f.read_text(), f
+
+
+def test_prefix_helpers():
+    sd = {'module.backbone.a': 1, 'module.head.b': 2, 'c': 3}
+    assert strip_prefix(sd, 'module.') == {'backbone.a': 1, 'head.b': 2, 'c': 3}
+    dropped = {}
+    assert select_prefix(strip_prefix(sd, 'module.'), 'backbone.', dropped, 'head') == {'a': 1}
+    assert dropped == {'head.b': 'head', 'c': 'head'}
+    t = {'w': torch.zeros(1)}
+    assert unwrap({'state_dict': t, 'meta': {}}) == (t, "ckpt['state_dict']")
+    assert unwrap({'model': t}) == (t, "ckpt['model']")
+    assert unwrap(t) == (t, 'ckpt')
+
+
+class NotATensor:
+    pass
+
+
+def test_read_checkpoint_safe_by_default(tmp_path):
+    from mmengine.logging import HistoryBuffer, MessageHub
+    hub = MessageHub('test_read_checkpoint')
+    hub.update_scalar('train/loss', 1.0)
+    ok = tmp_path / 'mmengine.pth'
+    from peco_mm.engine.compat import history_buffers_without_methods
+    with history_buffers_without_methods():  # as the launchers' checkpoint hook saves
+        torch.save({'state_dict': {'w': torch.ones(2)}, 'meta': {'epoch': 1},
+                    'message_hub': hub.state_dict()}, ok)
+    loaded = read_checkpoint(ok)
+    torch.testing.assert_close(loaded['state_dict']['w'], torch.ones(2))
+    assert isinstance(loaded['message_hub']['log_scalars']['train/loss'], HistoryBuffer)
+    bad = tmp_path / 'pickled.pth'
+    torch.save({'state_dict': {'w': torch.ones(2)}, 'args': NotATensor()}, bad)
+    with pytest.raises(ValueError, match=r'pickled.pth holds pickled Python objects'):
+        read_checkpoint(bad)
+    warnings = []
+    assert 'args' in read_checkpoint(bad, unsafe_pickle=True, warn=warnings.append)
+    assert 'weights_only=False' in warnings[0]
+    with pytest.raises(FileNotFoundError, match='nowhere.pth'):
+        read_checkpoint(tmp_path / 'nowhere.pth')
+
+
+@torch.no_grad()
+def test_from_checkpoint_timm_file(tmp_path):
+    torch.manual_seed(0)
+    src = timm.models.vision_transformer.VisionTransformer(
+        img_size=32, patch_size=8, embed_dim=32, depth=2, num_heads=2, num_classes=0).eval()
+    for p in src.parameters():
+        p.normal_(0, 0.02)
+    torch.save(src.state_dict(), tmp_path / 'timm.pth')
+    model = PeCoViT.from_checkpoint(str(tmp_path / 'timm.pth'), num_heads=2).eval()
+    x = torch.randn(2, 3, 32, 32)
+    torch.testing.assert_close(model.forward_features(x), src.forward_features(x), atol=1e-5,
+                               rtol=0)
+    assert convert.load_pretrained_vit == PeCoViT.from_checkpoint  # the old name
+
+
+def test_checkpoint_filter_is_the_one_adapter():
+    src = PeCoViT(rel_pos_bias='shared', **KW)  # 4x4 grid, shared table (pretraining)
+    table = torch.randn_like(src.rel_pos_bias.relative_position_bias_table)
+    sd = {k: v.clone() for k, v in src.state_dict().items()}
+    sd['rel_pos_bias.relative_position_bias_table'] = table
+    dst = PeCoViT(rel_pos_bias='per_block', **{**KW, 'img_size': 48})  # 6x6, per block
+    out = dst.checkpoint_filter(dict(sd))
+    assert 'rel_pos_bias.relative_position_bias_table' not in out
+    expect = resize_rel_pos_table(table, (4, 4), (6, 6))
+    for i in range(2):
+        torch.testing.assert_close(out[f'blocks.{i}.rel_pos_bias.relative_position_bias_table'],
+                                   expect)
+    # load_state_dict goes through it; so does the converter's img_size option
+    dst.load_state_dict(sd)
+    torch.testing.assert_close(dst.blocks[1].rel_pos_bias.relative_position_bias_table, expect)
+    conv, _ = convert.convert_state_dict({'state_dict': sd}, img_size=48, per_block_rel_pos=True)
+    torch.testing.assert_close(conv['blocks.0.rel_pos_bias.relative_position_bias_table'],
+                               expect)
+    wide = PeCoViT(**{**KW, 'arch': dict(embed_dims=64, num_layers=2, num_heads=2)})
+    with pytest.raises(ValueError, match=r'checkpoint width 32 .*embed_dims=64'):
+        wide.checkpoint_filter(dict(sd))
+
+
+TOOL = MODELS_DIR.parents[1] / 'tools' / 'convert_checkpoint.py'
+
+
+def test_convert_tool_help_before_torch_and_result_object(tmp_path):
+    import subprocess
+    import sys
+    code = ('import runpy, sys\nsys.argv = ["convert_checkpoint.py", "--help"]\n'
+            'try:\n    runpy.run_path(sys.argv_tool, run_name="__main__")\n'
+            'except SystemExit:\n    pass\nprint("torch" in sys.modules)\n')
+    code = code.replace('sys.argv_tool', repr(str(TOOL)))
+    done = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0 and done.stdout.strip().endswith('False'), done.stdout
+    assert '--per-block-rel-pos' in done.stdout
+    # the tool's function returns what it did; main() only prints it
+    import importlib.util
+    spec = importlib.util.spec_from_file_location('convert_checkpoint_tool', TOOL)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    src = PeCoViT(rel_pos_bias='shared', **KW)
+    torch.save({'state_dict': {'backbone.' + k: v for k, v in src.state_dict().items()}},
+               tmp_path / 'src.pth')
+    res = tool.convert_file(str(tmp_path / 'src.pth'), str(tmp_path / 'dst.pth'),
+                            per_block_rel_pos=True, num_heads=2)
+    assert res.ok and res.fmt == 'peco_mm' and res.pecovit_args['rel_pos_bias'] == 'per_block'
+    assert res.missing == [] and res.unexpected == [] and res.num_tensors == len(
+        read_checkpoint(tmp_path / 'dst.pth')['state_dict'])
+
+
+def test_read_checkpoint_leaves_the_process_allow_list_alone(tmp_path):
+    """mmengine's own resume needs the allow-list `import peco_mm` set up; a read through
+    read_checkpoint must not take it away on leaving its per-call context."""
+    from mmengine.logging import HistoryBuffer
+    buf = HistoryBuffer()
+    buf.update(2.0)
+    from peco_mm.engine.compat import history_buffers_without_methods
+    with history_buffers_without_methods():
+        torch.save({'state_dict': {'w': torch.ones(1)}, 'message_hub': {'b': buf}},
+                   tmp_path / 'ckpt.pth')
+    before = set(map(id, torch.serialization.get_safe_globals()))
+    assert read_checkpoint(str(tmp_path / 'ckpt.pth'))['message_hub']['b'].current() == 2.0
+    assert set(map(id, torch.serialization.get_safe_globals())) == before
+    torch.load(tmp_path / 'ckpt.pth', weights_only=True)  # as mmengine's runner loads it

@@ -1,0 +1,161 @@
+"""Bad files are named: `tools/check_dataset.py` lists every one with its reason, and a
+training run stops at one naming the file (default) or skips it (`bad_samples`)."""
+import io
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from tests.conftest import ROOT, load_tool, run_tool
+from tests.dense.conftest import TINY_UPERNET, write_cfg
+from tests.reliability.conftest import run_log, write_cls
+
+
+def jpeg_bytes(seed=0) -> bytes:
+    img = np.random.default_rng(seed).integers(0, 255, (32, 32, 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(img).save(buf, 'JPEG')
+    return buf.getvalue()
+
+
+@pytest.fixture
+def bad_folder(cls_data):
+    """The tiny ImageNet-layout folder with a truncated JPEG, a JPEG of garbage bytes and a
+    zero-byte PNG among its 12 good training images."""
+    train = cls_data / 'train'
+    data = jpeg_bytes()
+    bad = {train / 'red' / 'truncated.jpg': data[:len(data) // 2],
+           train / 'green' / 'garbage.jpg': b'\xff\xd8\xff' + bytes(range(256)) * 4,
+           train / 'blue' / 'empty.png': b''}
+    for path, content in bad.items():
+        path.write_bytes(content)
+    return cls_data, {str(p): None for p in bad}
+
+
+def test_check_dataset_reports_every_bad_file(tmp_path, bad_folder):
+    data, bad = bad_folder
+    cfg = write_cls(tmp_path / 'cls.py', data)
+    res = run_tool(['tools/check_dataset.py', cfg, '--split', 'train', 'val', '--workers', '2'],
+                   check=False)
+    assert res.returncode == 1, res.stdout + res.stderr
+    lines = [ln for ln in res.stdout.splitlines() if ln.startswith('BAD ')]
+    reported = dict(ln[4:].split(': ', 1) for ln in lines)
+    assert set(reported) == set(bad)
+    assert reported[str(data / 'train/blue/empty.png')] == 'empty file (0 bytes)'
+    assert 'truncated' in reported[str(data / 'train/red/truncated.jpg')]
+    assert 'cannot be decoded' in reported[str(data / 'train/green/garbage.jpg')]
+    assert 'checking 21 images of train, val with 2 workers' in res.stdout  # 15 + 6
+    assert '3 bad file(s)' in res.stdout and '21/21' in res.stderr  # the progress bar
+
+
+def test_check_dataset_all_good(tmp_path, cls_data, isolated_mmengine, capsys):
+    cfg = write_cls(tmp_path / 'cls.py', cls_data)
+    status, out = check_dataset([cfg, '--workers', '0'], capsys)
+    assert status == 0 and 'checking 18 images of train, val' in out
+    assert out.rstrip().endswith('all files are good')
+
+
+def test_check_dataset_help_is_fast():
+    code = ("import runpy, sys; sys.argv = ['check_dataset.py', '--help']\n"
+            "try:\n    runpy.run_path('tools/check_dataset.py', run_name='__main__')\n"
+            "except SystemExit:\n    pass\n"
+            "print('torch imported:', 'torch' in sys.modules)")
+    res = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True)
+    assert 'torch imported: False' in res.stdout and '--workers' in res.stdout
+    assert 'examples:' in res.stdout and '--split' in res.stdout
+
+
+def test_training_stops_naming_the_bad_file(tmp_path, bad_folder, isolated_mmengine):
+    from peco_mm.engine.launch import run
+    data, bad = bad_folder
+    cfg = write_cls(tmp_path / 'cls.py', data, iters=4, interval=100)
+    with pytest.raises(RuntimeError) as err:
+        run(str(cfg), str(tmp_path / 'work'))
+    msg = str(err.value)
+    assert msg.split(': training sample')[0] in bad
+    assert 'tools/check_dataset.py CONFIG' in msg and "policy='skip'" in msg
+
+
+def test_training_skips_bad_files_up_to_the_limit(tmp_path, bad_folder, isolated_mmengine):
+    from peco_mm.engine.launch import run
+    data, bad = bad_folder
+    # 4 steps x 4 images = 16 >= 15 training files: every file is read once
+    cfg = write_cls(tmp_path / 'cls.py', data, iters=4, interval=100,
+                    extra="bad_samples = dict(policy='skip', max_skips=3)\n")
+    run(str(cfg), str(tmp_path / 'work'))
+    log = run_log(tmp_path / 'work')
+    skipped = {ln.split('skipped bad sample ')[1].split(' (')[0]
+               for ln in log.splitlines() if 'skipped bad sample' in ln}
+    assert skipped == set(bad)
+    assert 'of max_skips=3' in log
+    cfg = write_cls(tmp_path / 'cls2.py', data, iters=4, interval=100,
+                    extra="bad_samples = dict(policy='skip', max_skips=1)\n")
+    with pytest.raises(RuntimeError, match='more than bad_samples.max_skips=1 samples'):
+        run(str(cfg), str(tmp_path / 'work2'))
+
+
+# ---- dense labels ---------------------------------------------------------------------------
+def damage_labels(ade):
+    """Three training label maps that do not fit their 64x96 images."""
+    ann = ade / 'annotations' / 'training'
+    files = sorted(ann.glob('*.png'))
+    label = np.array(Image.open(files[0]))  # (64, 96)
+    Image.fromarray(label[:32, :48]).save(files[0])  # smaller
+    Image.fromarray(np.array(Image.open(files[1])).T.copy()).save(files[1])  # transposed
+    rgb = np.repeat(np.array(Image.open(files[2]))[..., None], 3, axis=2)
+    Image.fromarray(rgb).save(files[2])  # an RGB rendering of the same classes
+    return {str(files[0]): 'label map is 32x48 (HxW) but its image is 64x96: smaller than '
+                           'its image',
+            str(files[1]): 'label map is 96x64 (HxW) but its image is 64x96: transposed',
+            str(files[2]): 'label map has 3 channels (shape (64, 96, 3))'}
+
+
+@pytest.mark.parametrize('which', [0, 1, 2])
+def test_seg_label_check_names_the_file(ade_root, which):
+    from mmcv.transforms import LoadImageFromFile
+    from mmseg.datasets.transforms import LoadAnnotations
+
+    from peco_mm.datasets.seg_checks import CheckSegLabels
+    expected = list(damage_labels(ade_root).items())[which]
+    img = str(ade_root / 'images' / 'training' / (expected[0].split('/')[-1][:-4] + '.jpg'))
+    results = dict(img_path=img, seg_map_path=expected[0], reduce_zero_label=True,
+                   seg_fields=[])
+    results = LoadAnnotations()(LoadImageFromFile()(results))
+    with pytest.raises(ValueError) as err:
+        CheckSegLabels(num_classes=3)(results)
+    assert str(err.value).startswith(f'{expected[0]}: {expected[1]}')
+
+
+def check_dataset(args, capsys):
+    """tools/check_dataset.py in this process: (exit status, stdout)."""
+    status = load_tool('check_dataset').main([str(a) for a in args])
+    return status, capsys.readouterr().out
+
+
+def test_seg_labels_in_tool_and_run(tmp_path, ade_root, isolated_mmengine, capsys):
+    from peco_mm.engine.launch import run
+    expected = damage_labels(ade_root)
+    cfg = write_cfg(tmp_path / 'upernet.py', TINY_UPERNET, data=ade_root, lr=1e-3, iters=8)
+    status, out = check_dataset([cfg, '--split', 'train'], capsys)
+    assert status == 1
+    for path, why in expected.items():
+        assert f'BAD {path}: {why}' in out
+    with pytest.raises(RuntimeError) as err:  # the run stops at the first it reads
+        run(str(cfg), str(tmp_path / 'work'))
+    assert any(f'{path}: {why}' in str(err.value) for path, why in expected.items())
+
+
+def test_check_dataset_on_coco(tmp_path, coco_root, isolated_mmengine, capsys):
+    from tests.dense.conftest import TINY_MASK_RCNN
+    cfg = write_cfg(tmp_path / 'mrcnn.py', TINY_MASK_RCNN, data=coco_root, lr=1e-3, epochs=1)
+    images = sorted((coco_root / 'train2017').glob('*.jpg'))
+    images[0].write_bytes(b'')
+    status, out = check_dataset([cfg, '--split', 'train', 'val', '--workers', '0'], capsys)
+    assert status == 1 and f'BAD {images[0]}: empty file (0 bytes)' in out
+    assert out.count('BAD ') == 1
+    images[1].unlink()  # listed in the annotation file, missing on disk: named at build
+    status, out = check_dataset([cfg, '--split', 'train'], capsys)
+    assert status == 1 and 'BAD train_dataloader.dataset: FileNotFoundError: ' in out
+    assert images[1].name in out

@@ -1,0 +1,113 @@
+"""Checkpoints survive a kill inside their write, and `--resume` survives a broken one.
+
+The slowed writer below stands in for a large checkpoint on a slow disk: it writes half of
+the second checkpoint, signals the test, and sleeps, so the SIGKILL lands inside the write.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from tests.conftest import ROOT
+from tests.reliability.conftest import scalars, write_cls
+
+SLOW_WRITER = r'''
+import os, runpy, sys, time
+from mmengine.fileio.backends import local_backend
+put = local_backend.LocalBackend.put
+count = [0]
+def slow_put(self, obj, filepath):
+    if '.pth' not in str(filepath):
+        return put(self, obj, filepath)
+    count[0] += 1
+    if count[0] < 2:
+        return put(self, obj, filepath)
+    with open(filepath, 'wb') as f:  # the 2nd checkpoint: half, then wait to be killed
+        f.write(obj[:len(obj) // 2])
+        f.flush()
+        open(os.environ['WRITING'], 'w').close()
+        time.sleep(120)
+        f.write(obj[len(obj) // 2:])
+local_backend.LocalBackend.put = slow_put
+sys.argv = ['tools/train.py', *sys.argv[1:]]
+runpy.run_path('tools/train.py', run_name='__main__')
+'''
+
+
+def test_kill_inside_checkpoint_write_then_resume(tmp_path, cls_data, isolated_mmengine):
+    cfg = write_cls(tmp_path / 'cls.py', cls_data, iters=4, interval=2, keep=1)
+    work = tmp_path / 'work'
+    script = tmp_path / 'slow_train.py'
+    script.write_text(SLOW_WRITER)
+    marker = tmp_path / 'writing'
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='1', WRITING=str(marker))
+    proc = subprocess.Popen([sys.executable, str(script), str(cfg), '--work-dir', str(work)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        deadline = time.time() + 240
+        while not marker.exists():
+            assert proc.poll() is None, proc.stdout.read().decode()[-3000:]
+            assert time.time() < deadline, 'the second checkpoint write never started'
+            time.sleep(0.2)
+        os.killpg(proc.pid, signal.SIGKILL)  # inside the write of iter_4
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    # the intact iter_2 is still there and last_checkpoint names it; iter_4 never appeared
+    assert (work / 'iter_2.pth').is_file() and not (work / 'iter_4.pth').exists()
+    assert (work / 'last_checkpoint').read_text().strip().endswith('iter_2.pth')
+    assert torch.load(work / 'iter_2.pth', weights_only=True)['meta']['iter'] == 2
+
+    from peco_mm.engine.launch import run
+    run(str(cfg), str(work), resume='auto')
+    iters = [r['iter'] for r in scalars(work) if 'loss' in r]
+    assert iters == [3, 4]  # continued from iteration 2, not from scratch
+    assert torch.load(work / 'iter_4.pth', weights_only=True)['meta']['iter'] == 4
+    assert not (work / 'iter_2.pth').exists()  # max_keep_ckpts=1, removed after iter_4
+
+
+@pytest.mark.parametrize('damage', ['truncated', 'missing', 'empty_pointer'])
+def test_resume_falls_back_to_newest_readable(tmp_path, damage):
+    from peco_mm.engine.hooks import find_resumable_checkpoint
+    for i in (2, 4):
+        torch.save({'meta': {'iter': i}, 'state_dict': {'w': torch.ones(64)}},
+                   tmp_path / f'iter_{i}.pth')
+        time.sleep(0.01)
+    os.utime(tmp_path / 'iter_2.pth', (1, 1))  # older
+    newest = tmp_path / 'iter_4.pth'
+    (tmp_path / 'last_checkpoint').write_text(str(newest))
+    if damage == 'truncated':
+        newest.write_bytes(newest.read_bytes()[:300])
+    elif damage == 'missing':
+        newest.unlink()
+    else:
+        (tmp_path / 'last_checkpoint').write_text('')
+    found, notes = find_resumable_checkpoint(str(tmp_path))
+    if damage == 'empty_pointer':  # iter_4 intact: found by its time stamp
+        assert found == str(newest) and 'is empty' in notes[0]
+        return
+    assert found == str(tmp_path / 'iter_2.pth')
+    why = 'missing' if damage == 'missing' else 'truncated or corrupt'
+    assert notes == [f'resume: skipped {newest}: ' + notes[0].split(': ', 2)[2]]
+    assert why in notes[0]
+
+
+def test_resume_from_a_truncated_path_says_so(tmp_path, cls_data, isolated_mmengine):
+    from peco_mm.engine.launch import run
+    cfg = write_cls(tmp_path / 'cls.py', cls_data)
+    work = tmp_path / 'work'
+    work.mkdir()
+    good = work / 'iter_2.pth'
+    torch.save({'meta': {'iter': 2}, 'state_dict': {}}, good)
+    bad = work / 'iter_4.pth'
+    bad.write_bytes(good.read_bytes()[:100])
+    with pytest.raises(ValueError, match=rf'--resume {bad}: not a readable torch checkpoint '
+                       rf'\(100 bytes; truncated or corrupt\)\. The newest readable checkpoint '
+                       rf'of the work dir is {good}'):
+        run(str(cfg), str(work), resume=str(bad))

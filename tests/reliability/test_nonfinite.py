@@ -1,0 +1,132 @@
+"""A diverging run stops at the first non-finite loss with a message that names the
+iteration and the loss term, in pretraining and in a dense task, and never writes NaN
+weights; with `nonfinite_loss.max_skips` it skips such steps instead."""
+import math
+
+import pytest
+import torch
+
+from tests.dense.conftest import TINY_MASK_RCNN, TINY_UPERNET, write_cfg
+from tests.mim.conftest import fitted_tokenizer, halves_images, save_tokenizer, write_config
+from tests.reliability.conftest import run_log, write_cls
+
+# PeCo_MAE's decoder at toy size (as the pretraining tests use it)
+MAE_NECK = "neck=dict(grid=4, embed_dims=32, num_layers=1, num_heads=4)"
+
+
+def assert_finite_checkpoints(work_dir):
+    for path in work_dir.glob('*.pth'):
+        state = torch.load(path, map_location='cpu', weights_only=True)['state_dict']
+        bad = [k for k, v in state.items() if v.is_floating_point() and not v.isfinite().all()]
+        assert not bad, f'{path.name} holds non-finite weights: {bad[:3]}'
+
+
+@pytest.fixture(scope='module')
+def peco_parts(tmp_path_factory):
+    from PIL import Image
+    root = tmp_path_factory.mktemp('nan_peco')
+    imgs = halves_images(32)
+    (root / 'data').mkdir()
+    for i, img in enumerate(imgs):
+        Image.fromarray(img).save(root / 'data' / f'{i:03d}.png')
+    return root / 'data', save_tokenizer(fitted_tokenizer(imgs), str(root / 'tok.pth'))
+
+
+@pytest.mark.parametrize('base, extra', [
+    ('pretrain_vitb_in1k_300e.py', {}),
+    ('pretrain_mae_vitb_in1k_800e.py', dict(mask=False, model_extra=MAE_NECK)),
+], ids=['peco', 'peco_mae'])
+def test_diverging_pretraining_stops(tmp_path, peco_parts, isolated_mmengine, base, extra):
+    from peco_mm.engine.launch import run
+    data, tok = peco_parts
+    cfg = write_config(tmp_path / 'peco.py', base, tok, str(data), iters=30, **extra)
+    work = tmp_path / 'work'
+    opts = {'optim_wrapper.optimizer.lr': 1e6, 'optim_wrapper.clip_grad': None,
+            'default_hooks.checkpoint.interval': 1, 'default_hooks.checkpoint.max_keep_ckpts': 3}
+    with pytest.raises(FloatingPointError) as err:
+        run(cfg, str(work), opts)
+    msg = str(err.value)
+    assert msg.startswith('Non-finite loss at iteration ') and 'in loss' in msg
+    it = int(msg.split('iteration ')[1].split()[0])
+    assert 1 < it < 30 and 'lower learning rate' in msg.replace('a lower', 'lower')
+    assert 'check_dataset' in msg and 'bf16' in msg
+    assert msg in run_log(work)  # logged too
+    saved = sorted(int(p.stem.split('_')[1]) for p in work.glob('iter_*.pth'))
+    assert saved and saved[-1] == it - 1  # every finished step saved, the bad one not
+    assert_finite_checkpoints(work)
+
+
+def test_diverging_upernet_stops(tmp_path, ade_root, isolated_mmengine):
+    from peco_mm.engine.launch import run
+    cfg = write_cfg(tmp_path / 'upernet.py', TINY_UPERNET, data=ade_root, lr=1e6, iters=20)
+    work = tmp_path / 'work'
+    with pytest.raises(FloatingPointError, match=r'Non-finite loss at iteration \d+ in '
+                       r'(decode\.loss_ce|aux\.loss_ce)'):
+        run(str(cfg), str(work), {'default_hooks.checkpoint.interval': 1,
+                                  'optim_wrapper.clip_grad': None})
+    assert_finite_checkpoints(work)
+
+
+def test_skip_nonfinite_steps_up_to_max(tmp_path, cls_data, isolated_mmengine):
+    """A loss made NaN at chosen steps: two skipped (weights untouched), the third stops."""
+    from mmengine.hooks import Hook
+
+    from peco_mm.engine.launch import run
+    from peco_mm.registry import HOOKS
+
+    @HOOKS.register_module(force=True)
+    class PoisonLossAt(Hook):  # makes the classification loss NaN at iterations 2, 3, 5
+        def before_train(self, runner):
+            model = runner.model
+            loss = model.loss
+
+            def poisoned(*a, **k):
+                out = loss(*a, **k)
+                if runner.iter + 1 in (2, 3, 5):
+                    out['loss'] = out['loss'] * math.nan
+                return out
+            model.loss = poisoned
+
+    cfg = write_cls(tmp_path / 'cls.py', cls_data, iters=6, interval=100,
+                    extra="custom_hooks = [dict(type='PoisonLossAt')]\n"
+                          "nonfinite_loss = dict(max_skips=2)\n")
+    with pytest.raises(FloatingPointError, match=r'iteration 5 in loss \(loss=nan'):
+        run(str(cfg), str(tmp_path / 'work'))
+    log = run_log(tmp_path / 'work')
+    assert 'iteration 2 in loss' in log and 'step skipped (1 of max_skips=2)' in log
+    assert 'iteration 3 in loss' in log and 'step skipped (2 of max_skips=2)' in log
+
+
+def test_diverging_mask_rcnn_stops(tmp_path, coco_root, isolated_mmengine):
+    from peco_mm.engine.launch import run
+    cfg = write_cfg(tmp_path / 'mrcnn.py', TINY_MASK_RCNN, data=coco_root, lr=1e6, epochs=3)
+    work = tmp_path / 'work'
+    with pytest.raises(FloatingPointError, match=r'Non-finite loss at iteration \d+ \(epoch '
+                       r'\d+\) in [a-z_]*loss'):
+        run(str(cfg), str(work), {'default_hooks.checkpoint.interval': 1,
+                                  'optim_wrapper.clip_grad': None})
+    assert_finite_checkpoints(work)
+
+
+def test_nan_weights_are_never_saved(tmp_path, cls_data, isolated_mmengine):
+    """Weights turned NaN by a finite loss (e.g. an overflowing update): the checkpoint at
+    that step is refused and the earlier one stays."""
+    from mmengine.hooks import Hook
+
+    from peco_mm.engine.launch import run
+    from peco_mm.registry import HOOKS
+
+    @HOOKS.register_module(force=True)
+    class PoisonWeightsAt(Hook):
+        def after_train_iter(self, runner, batch_idx, data_batch=None, outputs=None):
+            if runner.iter + 1 == 3:
+                with torch.no_grad():
+                    runner.model.head.fc.weight[0, 0] = math.inf
+
+    cfg = write_cls(tmp_path / 'cls.py', cls_data, iters=4, interval=1, keep=1,
+                    extra="custom_hooks = [dict(type='PoisonWeightsAt', priority='HIGH')]\n")
+    with pytest.raises(FloatingPointError, match=r'not saving iter_3.pth: 1 weight tensors hold '
+                       r'NaN/inf \(head.fc.weight\); the earlier checkpoints are kept'):
+        run(str(cfg), str(tmp_path / 'work'))
+    assert [p.name for p in (tmp_path / 'work').glob('*.pth')] == ['iter_2.pth']
+    assert_finite_checkpoints(tmp_path / 'work')
