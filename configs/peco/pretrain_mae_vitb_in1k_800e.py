@@ -31,7 +31,9 @@ train_dataloader = dict(batch_size=512, dataset=dict(pipeline=train_pipeline))
 optim_wrapper = dict(
     optimizer=dict(lr=2.4e-3, betas=(0.9, 0.95), weight_decay=0.05),
     clip_grad=None,
-    # the decoder's mask token gets no weight decay either (MAE)
+    # weight decay as mmpretrain's MAE recipe: none for the decoder's [MASK] token, nor (the
+    # backbone's `no_weight_decay()`) the cls token; MAE's own code decays both (timm's
+    # add_weight_decay without a skip list exempts only 1-d parameters), one vector each
     paramwise_cfg=dict(custom_keys={'neck.mask_token': dict(decay_mult=0.0)}))
 param_scheduler = [
     dict(type='LinearLR', start_factor=1e-4, by_epoch=True, begin=0, end=40,

@@ -90,12 +90,56 @@ def _decay_by_kind(model: nn.Module, optimizer) -> dict[str, bool]:
              'v_bias', 'gamma')
     out = {}
     for name, p in model.named_parameters():
+        if not p.requires_grad:  # frozen (fixed sin-cos tables): in no group
+            continue
         kind = next((k for k in kinds if k in name), None) or (
             'norm' if '.ln' in name or 'norm' in name else
             'bias' if name.endswith('.bias') else 'weight')
         decayed = group_of[id(p)]['weight_decay'] > 0
         assert out.setdefault(kind, decayed) == decayed, f'{kind}: {name} differs'
     return out
+
+
+class _Algorithm(nn.Module):
+    """An algorithm's parameter names (`backbone.*`, `neck.*`) and the backbone's depths."""
+
+    def __init__(self, backbone: nn.Module, neck: nn.Module | None = None):
+        super().__init__()
+        self.backbone, self.neck = backbone, neck
+
+    def get_layer_depth(self, name: str, prefix: str = 'backbone.'):
+        return self.backbone.get_layer_depth(name, prefix)
+
+
+def _mmpretrain_decay(recipe: str, model: nn.Module) -> dict[str, bool]:
+    """`_decay_by_kind` of the optimizer that mmpretrain's config `recipe` builds (its own
+    constructor, in its scope) for `model`."""
+    import mmpretrain
+    from mmengine.config import Config
+    from mmengine.registry import DefaultScope
+    from mmpretrain.registry import OPTIM_WRAPPER_CONSTRUCTORS as MMPRETRAIN_CONSTRUCTORS
+    cfg = Config.fromfile(f'{mmpretrain.__path__[0]}/.mim/configs/{recipe}')
+    ow = dict(cfg.optim_wrapper, type='OptimWrapper')
+    for k in ('loss_scale', 'dtype'):
+        ow.pop(k, None)
+    with DefaultScope.overwrite_default_scope('mmpretrain'):
+        wrapper = MMPRETRAIN_CONSTRUCTORS.build(dict(
+            type=ow.pop('constructor', 'DefaultOptimWrapperConstructor'),
+            optim_wrapper_cfg=ow, paramwise_cfg=ow.pop('paramwise_cfg')))(model)
+    return _decay_by_kind(model, wrapper.optimizer)
+
+
+def _shipped_decay(config: str, model: nn.Module) -> dict[str, bool]:
+    """`_decay_by_kind` of the optimizer that our shipped `config` builds for `model`."""
+    from mmengine.config import Config
+
+    from tests.conftest import ROOT
+    ow = dict(Config.fromfile(str(ROOT / config)).optim_wrapper, type='OptimWrapper')
+    ow.pop('dtype', None)
+    wrapper = OPTIM_WRAPPER_CONSTRUCTORS.build(dict(
+        type=ow.pop('constructor'), optim_wrapper_cfg=ow,
+        paramwise_cfg=ow.pop('paramwise_cfg')))(model)
+    return _decay_by_kind(model, wrapper.optimizer)
 
 
 @pytest.mark.parametrize('recipe', [
@@ -108,43 +152,39 @@ def test_weight_decay_follows_mmpretrain_beit(recipe):
     """Which parameters BEiT decays, from mmpretrain's own BEiT configs and constructor on its
     BEiT ViT, against the shipped PeCo configs on PeCoViT: the [MASK] token and the
     relative-position tables are decayed, tokens, norms, biases and layer scales are not."""
-    import mmpretrain
-    from mmengine.config import Config
     from mmpretrain.models import BEiTPretrainViT
-    from mmpretrain.registry import OPTIM_WRAPPER_CONSTRUCTORS as MMPRETRAIN_CONSTRUCTORS
-
-    from tests.conftest import ROOT
-    ref_cfg = Config.fromfile(f'{mmpretrain.__path__[0]}/.mim/configs/{recipe[0]}')
-    ours_cfg = Config.fromfile(str(ROOT / recipe[1]))
-
-    class Wrap(nn.Module):  # an algorithm: `backbone.` names, the backbone's depths
-        def __init__(self, backbone):
-            super().__init__()
-            self.backbone = backbone
-
-        def get_layer_depth(self, name: str, prefix: str = 'backbone.'):
-            return self.backbone.get_layer_depth(name, prefix)
-
-    ref_model = Wrap(BEiTPretrainViT(
+    want = _mmpretrain_decay(recipe[0], _Algorithm(BEiTPretrainViT(
         arch=dict(embed_dims=64, num_layers=2, num_heads=4, feedforward_channels=256),
-        img_size=32, patch_size=8, use_shared_rel_pos_bias=True))
-    ref_ow = dict(ref_cfg.optim_wrapper, type='OptimWrapper')
-    ref_ow.pop('loss_scale', None)
-    ref_ow.pop('dtype', None)
-    from mmengine.registry import DefaultScope
-    with DefaultScope.overwrite_default_scope('mmpretrain'):
-        ref = MMPRETRAIN_CONSTRUCTORS.build(dict(
-            type=ref_ow.pop('constructor', 'DefaultOptimWrapperConstructor'),
-            optim_wrapper_cfg=ref_ow, paramwise_cfg=ref_ow.pop('paramwise_cfg')))(ref_model)
-    ours_model = Wrap(PeCoViT(arch='test', img_size=32, patch_size=8, qkv_bias='qv',
-                              use_abs_pos_emb=False, rel_pos_bias='shared',
-                              layer_scale_init_value=0.1, use_mask_token=True))
-    ow = dict(ours_cfg.optim_wrapper, type='OptimWrapper')
-    ow.pop('dtype', None)
-    ours = OPTIM_WRAPPER_CONSTRUCTORS.build(dict(
-        type=ow.pop('constructor'), optim_wrapper_cfg=ow,
-        paramwise_cfg=ow.pop('paramwise_cfg')))(ours_model)
-    want = _decay_by_kind(ref_model, ref.optimizer)
+        img_size=32, patch_size=8, use_shared_rel_pos_bias=True)))
     assert want['mask_token'] and want['relative_position_bias_table']  # the reference's rule
-    got = _decay_by_kind(ours_model, ours.optimizer)
+    got = _shipped_decay(recipe[1], _Algorithm(PeCoViT(
+        arch='test', img_size=32, patch_size=8, qkv_bias='qv', use_abs_pos_emb=False,
+        rel_pos_bias='shared', layer_scale_init_value=0.1, use_mask_token=True)))
     assert got == want
+
+
+def test_peco_mae_weight_decay_follows_mmpretrain_mae():
+    """PeCo_MAE's pretraining config on PeCoViT + PeCoMAEDecoder decays what mmpretrain's MAE
+    recipe decays on MAEViT + MAEPretrainDecoder: weights only; the cls token, the decoder's
+    [MASK] token, norms and biases are not decayed; the sin-cos tables are frozen in both."""
+    from mmengine.config import Config
+    from mmpretrain.models import MAEPretrainDecoder, MAEViT
+
+    from peco_mm.models.peco_mae import PeCoMAEDecoder
+    from tests.conftest import ROOT
+    config = 'configs/peco/pretrain_mae_vitb_in1k_800e.py'
+    want = _mmpretrain_decay(
+        'mae/mae_vit-base-p16_8xb512-amp-coslr-800e_in1k.py',
+        _Algorithm(MAEViT(arch=dict(embed_dims=64, num_layers=2, num_heads=4,
+                                    feedforward_channels=256), img_size=32, patch_size=8),
+                   MAEPretrainDecoder(num_patches=16, patch_size=8, embed_dim=64,
+                                      decoder_embed_dim=32, decoder_depth=1,
+                                      decoder_num_heads=4)))
+    assert not want['mask_token'] and not want['cls_token'] and want['weight']
+    bb = {k: v for k, v in Config.fromfile(str(ROOT / config)).model.backbone.items()
+          if k != 'type'}
+    bb.update(arch='test', img_size=32, patch_size=8)
+    decoder = PeCoMAEDecoder(grid=4, in_channels=64, embed_dims=32, num_layers=1, num_heads=4)
+    ours = _Algorithm(PeCoViT(**bb), decoder)
+    ours.backbone.pos_embed.requires_grad_(False)  # PeCoMAE's fixed sin-cos table
+    assert _shipped_decay(config, ours) == want
