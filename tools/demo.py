@@ -182,7 +182,6 @@ def stage_mocov3(demo: Demo, data: dict) -> dict:
     """MoCo v3, converted to PeCoViT at the path the tokenizer config reads, and checked."""
     import torch
 
-    from peco_mm.models.convert import load_pretrained_vit
     from peco_mm.models.vit import PeCoViT
     from peco_mm.utils.demo_checks import view_retrieval
     from peco_mm.utils.image import find_images, read_rgb
@@ -194,7 +193,7 @@ def stage_mocov3(demo: Demo, data: dict) -> dict:
     if rc != 0:
         raise RuntimeError(f'tools/convert_checkpoint.py {r["ckpt"]} failed:\n{log}')
 
-    trained = load_pretrained_vit(pecovit, num_heads=heads, out_type='avg_featmap').eval()
+    trained = PeCoViT.from_checkpoint(pecovit, num_heads=heads, out_type='avg_featmap').eval()
     views = next(t for t in r['cfg'].train_pipeline if t['type'] == 'MultiView')['transforms']
     images = [read_rgb(f) for f in find_images(data['imagenet'] / 'val')]
 
