@@ -13,6 +13,14 @@ from tests.conftest import ROOT
 TINY = dict(type='PeCoViT', arch='test', img_size=32, patch_size=8)
 
 
+def run_python(code: str) -> str:
+    """stdout of `code` in a fresh interpreter (the repository as working directory)."""
+    out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return out.stdout
+
+
 @pytest.mark.parametrize('scope', ['mmpretrain', 'mmdet', 'mmseg'])
 def test_plain_names_resolve_in_each_scope(scope):
     registry = __import__(f'{scope}.registry', fromlist=['MODELS'])
@@ -45,10 +53,7 @@ def test_missing_host_is_skipped():
         'import peco_mm\n'
         'from mmseg.registry import MODELS\n'
         "print(MODELS.get('PeCoViT').__name__)\n")
-    out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.strip().endswith('PeCoViT')
+    assert run_python(code).strip().endswith('PeCoViT')
 
 
 def test_import_is_light_and_patches_nothing():
@@ -69,10 +74,7 @@ def test_import_is_light_and_patches_nothing():
         '                        num_layers=1, num_heads=2))\n'
         'print("built", type(dec).__name__, inspect.isclass(MODELS.get("PeCoMAEDecoder")),\n'
         '      inspect.isclass(MODELS.get("PeCoMAE")), "mmpretrain" in sys.modules)\n')
-    out = subprocess.run([sys.executable, '-c', code], cwd=ROOT, capture_output=True, text=True,
-                         timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.splitlines() == [
+    assert run_python(code).splitlines() == [
         'hosts []', 'patched False', 'lazy False', 'built PeCoMAEDecoder True True True']
 
 
