@@ -1,4 +1,6 @@
-"""Shared test helpers: synthetic image folders and running the tools in a subprocess."""
+"""Shared test helpers: synthetic image folders, running the tools in a subprocess, and reading
+what a run wrote."""
+import json
 import os
 import subprocess
 import sys
@@ -32,6 +34,18 @@ def load_tool(name: str):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
+
+
+def scalars(work_dir) -> list[dict]:
+    """The records mmengine wrote to <work_dir>/<timestamp>/vis_data/scalars.json (newest)."""
+    files = sorted(Path(work_dir).glob('*/vis_data/scalars.json'))
+    assert files, f'no */vis_data/scalars.json under {work_dir}'
+    return [json.loads(line) for line in files[-1].read_text().splitlines() if line.strip()]
+
+
+def run_log(work_dir) -> str:
+    """The text of the newest <work_dir>/<timestamp>/<timestamp>.log."""
+    return sorted(Path(work_dir).glob('*/*.log'))[-1].read_text()
 
 
 @pytest.fixture

@@ -10,6 +10,9 @@ import numpy as np
 import pytest
 import torch
 
+from tests.conftest import run_tool as shared_run_tool
+from tests.conftest import scalars
+
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TINY_VIT = 'test'  # PeCoViT's tiny preset: 64 wide, 2 blocks, 4 heads
 # 32 px -> 4x4 codes (8x down), K = 16
@@ -121,10 +124,9 @@ randomness = dict(seed=0)
 
 
 def run_tool(args: list, timeout: int = 300) -> subprocess.CompletedProcess:
-    env = dict(__import__('os').environ, OMP_NUM_THREADS='1', PYTHONWARNINGS='ignore',
-               PYTHON=sys.executable, PYTHONPATH=REPO)
-    return subprocess.run(args, cwd=REPO, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    """The shared runner, returning the result whatever the exit code."""
+    return shared_run_tool(args, timeout=timeout, env=dict(PYTHONWARNINGS='ignore'),
+                           check=False)
 
 
 def train(cfg: str, work_dir: str, extra_args=()) -> subprocess.CompletedProcess:
@@ -135,9 +137,4 @@ def train(cfg: str, work_dir: str, extra_args=()) -> subprocess.CompletedProcess
 
 
 def read_scalars(work_dir: str) -> list[dict]:
-    import glob
-    import json
-    files = sorted(glob.glob(osp.join(work_dir, '*', 'vis_data', 'scalars.json')))
-    assert files, f'no scalars.json under {work_dir}'
-    with open(files[-1]) as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return scalars(work_dir)

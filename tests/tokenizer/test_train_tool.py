@@ -1,12 +1,11 @@
 """The tokenizer config end to end through tools/train.py and tools/test.py on images the test
 writes: a tiny tokenizer (shipped config, tiny overrides) with a perceptual ViT checkpoint in
 timm format; codebook health is logged; the test tool reports PSNR/SSIM/usage/probe."""
-import json
 import re
 
 import torch
 
-from tests.conftest import ROOT, run_tool
+from tests.conftest import ROOT, run_tool, scalars
 
 TINY_CFG = """
 _base_ = '{root}/configs/peco/tokenizer_vqvae_in1k.py'
@@ -54,11 +53,6 @@ def write_cfg(tmp_path, data, percep, iters=30, restart=0.05):
     cfg.write_text(TINY_CFG.format(root=ROOT, data=data, percep=percep, iters=iters,
                                    restart=restart))
     return cfg
-
-
-def scalars(work_dir):
-    (path,) = list(work_dir.glob('*/vis_data/scalars.json'))[-1:]
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def test_train_then_test_tool(tmp_path, image_folder):

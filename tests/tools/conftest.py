@@ -1,15 +1,13 @@
 """Shared pieces of the launcher tests: tiny configs on top of the shipped demo configs, the tools
 loaded as modules, an isolated mmengine state for runs inside the test process, and process
 trees to stop."""
-import importlib.util
-import json
 import os
 import signal
 import socket
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, load_tool, run_log, scalars  # noqa: F401 (re-exported)
 
 TINY_CLS = """
 _base_ = '{root}/configs/demo/finetune_tiny_cls.py'
@@ -36,26 +34,6 @@ default_hooks = dict(logger=dict(interval=1), checkpoint=dict(interval={iters}))
 def write(path, template, **kw):
     path.write_text(template.format(root=ROOT, **kw))
     return path
-
-
-def scalars(work_dir):
-    """The records mmengine wrote to <work_dir>/<timestamp>/vis_data/scalars.json (newest)."""
-    path = sorted(work_dir.glob('*/vis_data/scalars.json'))[-1]
-    return [json.loads(line) for line in path.read_text().splitlines()]
-
-
-def run_log(work_dir) -> str:
-    """The text of the newest <work_dir>/<timestamp>/<timestamp>.log."""
-    return sorted(work_dir.glob('*/*.log'))[-1].read_text()
-
-
-def load_tool(name: str):
-    """tools/<name>.py as a module (the tools are scripts, not a package)."""
-    path = ROOT / 'tools' / f'{name}.py'
-    spec = importlib.util.spec_from_file_location(f'peco_tool_{name}', path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def free_port() -> int:

@@ -1,7 +1,6 @@
 """End to end through the launchers on an image folder the test writes: train a tiny PeCoViT
 classifier with the shipped fine-tuning config, kill it, resume it, and run it on 2 CPU
 processes with gloo."""
-import json
 import re
 import signal
 import subprocess
@@ -11,7 +10,7 @@ import time
 import pytest
 import torch
 
-from tests.conftest import ROOT, run_tool
+from tests.conftest import ROOT, run_tool, scalars
 
 TINY_CFG = """
 _base_ = '{root}/configs/demo/finetune_tiny_cls.py'
@@ -30,12 +29,6 @@ def write_cfg(tmp_path, data, iters):
     cfg = tmp_path / f'tiny_cls_{iters}.py'
     cfg.write_text(TINY_CFG.format(root=ROOT, data=data, iters=iters))
     return cfg
-
-
-def scalars(work_dir):
-    """The per-iteration records mmengine wrote to vis_data/scalars.json."""
-    path = sorted(work_dir.glob('*/vis_data/scalars.json'))[-1]  # newest run
-    return [json.loads(line) for line in path.read_text().splitlines()]
 
 
 def test_train_learns_then_test_tool(tmp_path, image_folder):
