@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import datetime
+import itertools
 import importlib.util
 import os.path as osp
 import warnings
@@ -48,6 +49,7 @@ VIS_BACKENDS = {
     'wandb': ('WandbVisBackend', 'wandb'),
     'mlflow': ('MLflowVisBackend', 'mlflow'),
 }
+_RUNS_IN_PROCESS = itertools.count()  # see build_runner
 MODES = ('train', 'test')
 
 
@@ -311,21 +313,19 @@ def build_runner(cfg: Config):
     hosts' tools/train.py do."""
     from mmengine.registry import RUNNERS
     from mmengine.runner import Runner
-    from mmengine.visualization import Visualizer
 
-    vis = cfg.get('visualizer')
-    if vis and Visualizer.check_instance_created(vis.get('name', '')):
-        # an earlier run in this process (the demo, tests) holds that name
-        vis.name = f"{vis.name}_{len(Visualizer._instance_dict)}"
-    if not cfg.get('experiment_name'):
-        # mmengine names the run's logger, message hub and (unnamed) visualizer
-        # <config>_<timestamp>; a second run of the same config in this process within the
-        # same second would get the first run's instances, which write to the first work dir
+    # mmengine keys a run's logger, message hub and visualizer by name (<experiment>_<timestamp>,
+    # or the visualizer's own `name`, e.g. mmseg's and mmdet's 'visualizer') and hands back an
+    # existing instance of that name. A second run in this process (the demo, tests) would then
+    # write its scalars into the first run's work dir: from the second run on, every name gets
+    # this process's run number.
+    n = next(_RUNS_IN_PROCESS)
+    if n:
+        vis = cfg.get('visualizer')
+        if vis and vis.get('name'):
+            vis.name = f'{vis.name}_run{n}'
         stem = osp.splitext(osp.basename(cfg.filename or 'config'))[0]
-        name = f"{stem}_{datetime.datetime.now().strftime('%Y%m%d_%H%M%S')}"
-        if Visualizer.check_instance_created(name):
-            name = f'{name}_{len(Visualizer._instance_dict)}'
-        cfg.experiment_name = name
+        cfg.experiment_name = f"{cfg.get('experiment_name') or stem}_run{n}"
     if cfg.get('runner_type'):
         strategy = str((cfg.get('strategy') or {}).get('type', ''))
         if cfg.launcher == 'none' and ('FSDP' in strategy or 'DeepSpeed' in strategy):

@@ -68,14 +68,17 @@ def signal_tree(pids, sig=signal.SIGKILL) -> None:
 def isolated_mmengine():
     """Runs inside the test process leave mmengine's global instances (scope, visualizer,
     message hub) behind; drop the ones a test created so later tests see what they saw."""
-    from mmengine.logging import MessageHub, MMLogger
-    from mmengine.registry import DefaultScope
-    from mmengine.visualization import Visualizer
-    kinds = (DefaultScope, Visualizer, MessageHub, MMLogger)
-    before = {k: set(k._instance_dict) for k in kinds}
+    from mmengine.utils import ManagerMixin
+
+    def kinds(cls=ManagerMixin):  # every subclass keeps its own instances (UniversalVisualizer...)
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from kinds(sub)
+
+    before = {k: set(k._instance_dict) for k in kinds()}
     yield
-    for k in kinds:
-        for name in set(k._instance_dict) - before[k]:
+    for k in kinds():
+        for name in set(k._instance_dict) - before.get(k, set()):
             inst = k._instance_dict.pop(name)
             for h in getattr(inst, 'handlers', [])[:]:  # the loggers' open log files
                 h.close()

@@ -130,14 +130,18 @@ def test_auto_scale_lr_scales_by_total_batch(cls_cfg, tmp_path, isolated_mmengin
     assert logged[1] == pytest.approx(0.25 * logged[0])
 
 
+@pytest.mark.parametrize('vis_name', [None, 'visualizer'])  # mmseg and mmdet name theirs
 def test_two_runs_in_the_same_second_log_to_their_own_work_dirs(
-        cls_cfg, tmp_path, isolated_mmengine, monkeypatch):
-    # mmengine names a run's visualizer <config>_<timestamp>: with the clock frozen both runs
-    # get one timestamp, and without a distinct experiment name the second run's scalars
-    # would go to the first run's folder
+        cls_cfg, tmp_path, isolated_mmengine, monkeypatch, vis_name):
+    # mmengine names a run's visualizer <config>_<timestamp> (or the config's own name) and
+    # hands back an existing instance of that name: with the clock frozen, without distinct
+    # names the second run's scalars would go to the first run's folder
+    from peco_mm.engine.launch import run
     monkeypatch.setattr(time, 'time', lambda: 1.8e9)
-    runners = [train(cls_cfg, tmp_path / d) for d in 'ab']
+    opts = {'visualizer.name': vis_name} if vis_name else None
+    runners = [run(str(cls_cfg), str(tmp_path / d), opts, 'train').runner for d in 'ab']
     assert runners[0].experiment_name != runners[1].experiment_name
+    assert runners[0].visualizer is not runners[1].visualizer
     for d in 'ab':
         assert [r['iter'] for r in scalars(tmp_path / d) if 'loss' in r] == [1, 2]
 
