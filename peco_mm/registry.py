@@ -40,6 +40,8 @@ CORE_MODULES = [
 # a second each), and skipped (not an error) when the host is not installed.
 HOST_MODULES: dict[str, tuple[str, str, tuple[str, ...]]] = {
     'peco_mm.models.peco': ('mmpretrain', 'MODELS', ('PeCo',)),
+    'peco_mm.models.data_preprocessor': ('mmpretrain', 'MODELS',
+                                         ('OneViewTwoNormDataPreprocessor',)),
     'peco_mm.models.peco_mae': ('mmpretrain', 'MODELS', ('PeCoMAE', 'PeCoMAEDecoder')),
     'peco_mm.datasets.coco_checks': ('mmdet', 'DATASETS', ('CheckedCocoDataset',)),
 }

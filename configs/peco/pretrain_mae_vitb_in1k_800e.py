@@ -21,7 +21,8 @@ model = dict(
 
 train_pipeline = [
     dict(type='LoadImageFromFile'),
-    dict(type='RandomResizedCropAndInterpolationWithTwoPic', size=224, second_size=224,
+    # one 224 px view for the ViT and the tokenizer (see ../_base_/pretrain/mim_in1k.py)
+    dict(type='RandomResizedCropAndInterpolationWithTwoPic', size=224,
          interpolation='bicubic', second_interpolation='bicubic', scale=(0.2, 1.0)),
     dict(type='RandomFlip', prob=0.5, direction='horizontal'),
     dict(type='PackInputs'),  # masks are drawn on the device by PeCoMAE

@@ -7,8 +7,9 @@ masked: 27 of the 196 ViT-B patches are never predicted. This generator draws co
 whole grid, and always returns exactly `num_masking_patches` masked patches, so every image in a
 batch has the same count and the model can gather the masked positions with static shapes.
 
-The two views (ViT input and tokenizer input from the same crop, each with its own size) come
-from mmpretrain's `RandomResizedCropAndInterpolationWithTwoPic`, which is right as it is.
+The crop comes from mmpretrain's `RandomResizedCropAndInterpolationWithTwoPic`, which is right
+as it is: one view when the tokenizer reads the ViT's size (the shipped configs; the data
+preprocessor normalises it twice), two views when `second_size` differs.
 """
 from __future__ import annotations
 

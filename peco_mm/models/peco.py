@@ -39,8 +39,10 @@ class PeCo(BaseSelfSupervisor):
             read, once) and then only checks it on the device.
         require_target_checkpoint: refuse a tokenizer config without pretrained weights
             (random targets teach nothing). Benchmarks and tests switch it off.
-        data_preprocessor: mmpretrain's `TwoNormDataPreprocessor` for two views (ViT input,
-            tokenizer input) or `SelfSupDataPreprocessor` for one view fed to both.
+        data_preprocessor: `OneViewTwoNormDataPreprocessor` (the shipped configs: one view
+            normalised for the ViT and for the tokenizer), mmpretrain's
+            `TwoNormDataPreprocessor` for two views (ViT input, tokenizer input), or
+            `SelfSupDataPreprocessor` for one view fed to both as it is.
     """
 
     def __init__(self,

@@ -1,10 +1,13 @@
 # ImageNet-1K for BEiT-style masked image modeling (PeCo Sec. 3.3, "the same setup as BEiT"):
-# colour jitter 0.4, flip, one random-resized crop (scale 0.08-1) resized twice -- `img_size`
-# for the ViT and `target_size` for the tokenizer -- and 75 of the 14x14 = 196 patches masked
-# block-wise (blocks of >= 16 patches, aspect 0.3..1/0.3).
-# PeCo's tokenizer sees 224 px (16x down -> 14x14 codes = the ViT's 224/16 patch grid).
+# colour jitter 0.4, flip, one random-resized crop (scale 0.08-1) and 75 of the 14x14 = 196
+# patches masked block-wise (blocks of >= 16 patches, aspect 0.3..1/0.3).
+# PeCo's tokenizer sees the ViT's 224 px (16x down -> 14x14 codes = the ViT's 224/16 patch
+# grid), so the crop is resized once and the data preprocessor normalises that view twice
+# (OneViewTwoNormDataPreprocessor); BEiT resizes a second time, which here would repeat the
+# first resize exactly. A tokenizer of another input size sets `second_size` (and
+# `second_interpolation`) on the crop, as pretrain_vith_in1k_800e.py does.
 # A config that changes a size restates `train_pipeline` (lists are replaced, not merged).
-# The two views' normalisation is the model's (./peco_vitb.py: data_preprocessor).
+# The normalisation of both model inputs is the model's (./peco_vitb.py: data_preprocessor).
 dataset_type = 'ImageNet'
 data_root = 'data/imagenet'  # DATA_ROOT/train/<class>/*.JPEG (+ meta/train.txt)
 
@@ -12,7 +15,7 @@ train_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='ColorJitter', brightness=0.4, contrast=0.4, saturation=0.4, hue=0.),
     dict(type='RandomFlip', prob=0.5, direction='horizontal'),
-    dict(type='RandomResizedCropAndInterpolationWithTwoPic', size=224, second_size=224,
+    dict(type='RandomResizedCropAndInterpolationWithTwoPic', size=224,
          interpolation='bicubic', second_interpolation='bicubic', scale=(0.08, 1.0)),
     dict(type='BlockwiseMaskGenerator', input_size=14, num_masking_patches=75,
          min_num_patches=16, min_aspect=0.3),

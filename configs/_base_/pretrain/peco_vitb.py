@@ -8,7 +8,8 @@ _base_ = '../models/peco_vit_b.py'
 tokenizer_checkpoint = 'work_dirs/tokenizer_vqvae_in1k/epoch_100.pth'
 
 data_preprocessor = dict(
-    type='TwoNormDataPreprocessor',
+    # one view per sample (or two, when the pipeline sets second_size), normalised twice
+    type='OneViewTwoNormDataPreprocessor',
     # view 1 (ViT): the normalisation every downstream config repeats (../models/peco_vit_b.py)
     mean=_base_.vit_mean,
     std=_base_.vit_std,
