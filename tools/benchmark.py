@@ -6,6 +6,8 @@
   pretrain   one MIM pretraining step (forward, backward, AdamW) at the same batch and ViT-B:
              PeCo (tokenizer included), mmpretrain's BEiT and MAE, PeCo_MAE
   dense      one training step of configs (default: UperNet and Mask R-CNN ViT-B at batch 1)
+  data       a config's train pipeline per sample: the data-loader workers' share (default:
+             PeCo's pretraining pipeline against BEiT's two-view one)
   all        tokenizer + pretrain + dense with matching settings
   memory     the peak memory of a config's training step at given batch sizes: measured on
              CUDA; on the CPU measured at small batches and extrapolated linearly (estimated)
@@ -16,19 +18,27 @@ run prints a Markdown block headed by the command that produced it; --out also w
 """
 import argparse
 import json
+import statistics
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DENSE = ['configs/peco/upernet_vitb_ade20k.py', 'configs/peco/mask_rcnn_vitb_coco.py']
 DENSE_SMOKE = ['configs/demo/upernet_tiny_shapes.py', 'configs/demo/mask_rcnn_tiny_shapes.py']
 PRETRAIN_MODELS = ('peco', 'beit', 'mae', 'peco_mae')
+DATA = ['configs/peco/pretrain_vitb_in1k_300e.py',
+        'configs/peco/pretrain_beit_dalle_vitb_in1k_300e.py']
 EPILOG = """examples:
   tools/benchmark.py all --batch 32 --steps 5 --out bench.json    # everything, CPU or CUDA
   tools/benchmark.py all --smoke                                   # tiny sizes, seconds
   tools/benchmark.py tokenizer --batch 8 --steps 3 --threads 2
+  tools/benchmark.py pretrain --batch 8 --steps 2 --warmup 1 --threads 2 --device cpu \
+      --malloc stock reuse --repeats 3    # allocator off / on, 3 fresh processes each
   tools/benchmark.py pretrain --batch 64 --amp bf16 --device cuda
   tools/benchmark.py dense configs/peco/upernet_vitl_ade20k.py --steps 3
+  tools/benchmark.py data --steps 300 --repeats 3    # pipeline ms / sample, PeCo vs BEiT
   tools/benchmark.py memory configs/peco/pretrain_vitl_in1k_800e.py --batch 64 128 256
   tools/benchmark.py memory configs/peco/pretrain_vitl_in1k_800e.py --batch 256 \\
       --cfg-options model.backbone.with_cp=True
@@ -42,6 +52,12 @@ def parse_args(argv=None):
     common.add_argument('--device', help='cpu, cuda, cuda:1 (default: cuda when available)')
     common.add_argument('--threads', type=int, help='torch CPU threads')
     common.add_argument('--out', help='also write the results as JSON here')
+    common.add_argument('--malloc', nargs='+', choices=('auto', 'reuse', 'stock'),
+                        default=['auto'], help="CPU allocator, as env_cfg.cpu_malloc in "
+                        "training (auto: reuse without CUDA); several: each in its own process")
+    common.add_argument('--repeats', type=int, default=1,
+                        help='run the whole measurement N times, each in a fresh process, and '
+                        'report the median and range over them (1)')
     sub = p.add_subparsers(dest='command', required=True, metavar='COMMAND')
 
     def add(name, help_, batch, steps, warmup):
@@ -56,6 +72,11 @@ def parse_args(argv=None):
     pre = add('pretrain', 'one MIM pretraining step: PeCo, BEiT, MAE, PeCo_MAE', 64, 10, 3)
     d = add('dense', 'one training step of configs (UperNet, Mask R-CNN)', 1, 2, 1)
     a = add('all', 'tokenizer + pretrain + dense (dense at batch 1)', 32, 5, 2)
+    da = add('data', "a config's train pipeline, ms per sample (--steps samples)", 1, 300, 10)
+    da.add_argument('configs', nargs='*', help=f'default: {" ".join(DATA)}')
+    da.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE',
+                    help='override keys of every config, e.g. '
+                    'train_dataloader.dataset.pipeline.3.second_size=224')
     for s in (t, a):
         s.add_argument('--no-dalle', action='store_true', help="skip mmpretrain's DALL-E encoder")
     for s in (pre, a):
@@ -86,30 +107,80 @@ def parse_args(argv=None):
     m.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE',
                    help='override config keys, e.g. model.backbone.with_cp=True')
     args = p.parse_args(argv)
+    if args.repeats < 1:
+        p.error(f'--repeats {args.repeats}: expected 1 or more')
     if args.command == 'memory' and len(set(args.measure)) < 2:
         p.error(f'--measure needs two or more different batch sizes, got {args.measure}')
     return args
 
 
 # ---- Markdown --------------------------------------------------------------------------------
-def md_tokenizer(rows: list) -> list[str]:
+def of_peak(r: dict, peak: float) -> str:
+    return f"{r['gflop_per_s']:.0f} ({r['gflop_per_s'] / peak:.0%})"
+
+
+def md_tokenizer(rows: list, peak: float) -> list[str]:
     base = rows[0]['img_per_s']
-    out = ['| tokenizer encode | input | GFLOPs / image | img/s | vs PeCo default |',
-           '|---|---|---:|---:|---:|']
+    out = ['| tokenizer encode | input | GFLOPs / image | img/s | vs PeCo default | '
+           'GFLOP/s (of GEMM) |', '|---|---|---:|---:|---:|---:|']
     return out + [f"| {r['model']} | {r['img_size']} px | {r['gflops']:.1f} | "
-                  f"{r['img_per_s']:.1f} | {r['img_per_s'] / base:.2f}x |" for r in rows]
+                  f"{r['img_per_s']:.2f} | {r['img_per_s'] / base:.2f}x | {of_peak(r, peak)} |"
+                  for r in rows]
 
 
-def md_pretrain(rows: list) -> list[str]:
+def md_pretrain(rows: list, peak: float) -> list[str]:
     ref = next((r['ms_per_step'] for r in rows if r['model'] == 'beit'), None)
-    out = ['| pretraining step | ms/step | img/s | vs BEiT | trainable M | target gen. M | '
-           'peak GPU memory |', '|---|---:|---:|---:|---:|---:|---:|']
+    out = ['| pretraining step | ms/step | img/s | vs BEiT | GFLOPs / step | GFLOP/s (of GEMM) | '
+           'trainable M | target gen. M | peak GPU memory |',
+           '|---|---:|---:|---:|---:|---:|---:|---:|---:|']
     for r in rows:
         ratio = f"{r['ms_per_step'] / ref:.2f}" if ref else '-'
         mem = f"{r['peak_mem_gib']} GiB" if 'peak_mem_gib' in r else '-'
         out.append(f"| {r['model']} | {r['ms_per_step']} | {r['img_per_s']} | {ratio} | "
-                   f"{r['trainable_m']} | {r['target_generator_m']} | {mem} |")
+                   f"{r['gflops_per_step']} | {of_peak(r, peak)} | {r['trainable_m']} | "
+                   f"{r['target_generator_m']} | {mem} |")
     return out
+
+
+# the row name and the figure each timing section is compared on
+REPEAT_KEYS = dict(tokenizer=('model', 'img_per_s'), pretrain=('model', 'ms_per_step'),
+                   dense=('config', 's_per_step'), data=('config', 'ms_per_sample'))
+
+
+def num(v: float) -> str:
+    """4 significant digits, without an exponent."""
+    return f'{v:.0f}' if abs(v) >= 1000 else f'{v:.4g}'
+
+
+def md_repeats(runs: list[dict]) -> list[str]:
+    """Median and range over fresh-process runs, one row per (section, row, allocator)."""
+    lines = []
+    for section, (key, value) in REPEAT_KEYS.items():
+        table: dict = {}
+        for run in runs:
+            for r in run.get(section, []):
+                table.setdefault((r[key], run['malloc']), []).append(r)
+        if not table:
+            continue
+        n = max(len(v) for v in table.values())
+        lines += [f'| {section} | malloc | {value} (median of {n} runs) | min - max | '
+                  'GFLOP/s (of GEMM) |', '|---|---|---:|---:|---:|']
+        peak = statistics.median(run['gemm_gflops'] for run in runs)
+        for (name, malloc), rows in table.items():
+            vals = sorted(r[value] for r in rows)
+            flops = ({'gflop_per_s': statistics.median(r['gflop_per_s'] for r in rows)}
+                     if 'gflop_per_s' in rows[0] else None)
+            lines.append(f'| {name} | {malloc} | {num(statistics.median(vals))} | '
+                         f'{num(vals[0])} - {num(vals[-1])} | '
+                         f"{of_peak(flops, peak) if flops else '-'} |")
+        lines.append('')
+    return lines
+
+
+def md_data(rows: list) -> list[str]:
+    out = ['| train pipeline | ms / sample | views | input KiB / sample |', '|---|---:|---:|---:|']
+    return out + [f"| {r['config']} | {r['ms_per_sample']} | {r['views']} | {r['input_kib']} |"
+                  for r in rows]
 
 
 def md_dense(rows: list) -> list[str]:
@@ -191,12 +262,15 @@ def run_timing(args) -> tuple[dict, list[str]]:
     from peco_mm.utils import benchmark as bm
     res, lines = {}, []
     cmd, smoke = args.command, args.smoke
+    res['gemm_gflops'] = round(bm.gemm_gflops(args.device), 1)
+    lines += [f"GEMM peak of this machine: {res['gemm_gflops']} GFLOP/s (fp32 2048x2048 "
+              'matmul, median of 5); GFLOP/s columns count multiply-add as 2.', '']
     steps, warmup = (1, 0) if smoke else (args.steps, args.warmup)
     if cmd in ('tokenizer', 'all'):
         batch = 2 if smoke else args.batch
         res['tokenizer'] = bm.bench_tokenizers(batch, steps, warmup, args.device,
                                                not args.no_dalle, smoke)
-        lines += md_tokenizer(res['tokenizer']) + ['']
+        lines += md_tokenizer(res['tokenizer'], res['gemm_gflops']) + ['']
     if cmd in ('pretrain', 'all'):
         batch = min(args.batch, 4) if smoke else args.batch
         amp = args.amp or ('bf16' if args.device.startswith('cuda') else 'none')
@@ -204,7 +278,12 @@ def run_timing(args) -> tuple[dict, list[str]]:
                                             smoke)
         lines += [f'{"smoke sizes" if smoke else "ViT-B/16 at 224 px"}, batch {batch}, amp '
                   f'{amp}, median of {steps} steps (forward + backward + AdamW)', '']
-        lines += md_pretrain(res['pretrain']) + ['']
+        lines += md_pretrain(res['pretrain'], res['gemm_gflops']) + ['']
+    if cmd == 'data':
+        configs = [c if Path(c).exists() else str(ROOT / c) for c in args.configs or DATA]
+        res['data'] = bm.bench_pipelines(configs, 20 if smoke else args.steps, args.warmup,
+                                         parse_options(args.cfg_options))
+        lines += md_data(res['data']) + ['']
     if cmd in ('dense', 'all'):
         configs = args.configs or (DENSE_SMOKE if smoke else DENSE)
         configs = [c if Path(c).exists() else str(ROOT / c) for c in configs]
@@ -214,20 +293,65 @@ def run_timing(args) -> tuple[dict, list[str]]:
     return res, lines
 
 
+def without_flags(argv: list[str], flags: tuple[str, ...]) -> list[str]:
+    """argv minus each of `flags` and the values that follow it."""
+    out, skip = [], False
+    for a in argv:
+        if a in flags:
+            skip = True
+        elif skip and a.startswith('-'):
+            skip = False
+        if not skip:
+            out.append(a)
+    return out
+
+
+def run_repeats(args, argv: list[str]) -> dict:
+    """Each (repeat, allocator) in a fresh process, allocators interleaved; the median and
+    range over the repeats."""
+    child = without_flags(argv, ('--malloc', '--repeats', '--out'))
+    runs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i in range(args.repeats):
+            for mode in args.malloc:
+                out = Path(tmp) / f'{i}_{mode}.json'
+                cmd = [sys.executable, __file__, *child, '--malloc', mode, '--out', str(out)]
+                print(f'# run {i + 1}/{args.repeats}, --malloc {mode}', flush=True)
+                subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+                runs.append(json.loads(out.read_text()))
+    res = dict(runs=runs, command=['tools/benchmark.py', *argv])
+    print(f"`python tools/benchmark.py {' '.join(argv)}`: {runs[0]['device']}, "
+          f"{runs[0]['threads']} threads, torch {runs[0]['torch']}, {args.repeats} fresh "
+          f"processes per allocator; GEMM peak {min(r['gemm_gflops'] for r in runs)} - "
+          f"{max(r['gemm_gflops'] for r in runs)} GFLOP/s\n")
+    print('\n'.join(md_repeats(runs)).rstrip())
+    return res
+
+
 def main(argv=None) -> dict:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
+    timing = args.command != 'memory'
+    if timing and (args.repeats > 1 or len(args.malloc) > 1):
+        res = run_repeats(args, argv)
+        if args.out:
+            Path(args.out).write_text(json.dumps(res, indent=1, default=str))
+        return res
     sys.path.insert(0, str(ROOT))
     import torch
 
     import peco_mm  # noqa: F401  (registers peco_mm types)
+    from peco_mm.utils.malloc import apply_cpu_malloc, resolve_mode
     if args.threads:
         torch.set_num_threads(args.threads)
     args.device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
+    cuda = args.device.startswith('cuda')
+    malloc = resolve_mode(args.malloc[0], cuda)
+    apply_cpu_malloc(malloc, cuda)
     res, lines = (run_memory if args.command == 'memory' else run_timing)(args)
-    res.update(environment(args.device), command=['tools/benchmark.py', *argv])
+    res.update(environment(args.device), malloc=malloc, command=['tools/benchmark.py', *argv])
     print(f"`python tools/benchmark.py {' '.join(argv)}`: {res['device']}, {res['threads']} "
-          f"threads, torch {res['torch']}\n")
+          f"threads, torch {res['torch']}, malloc {malloc}\n")
     print('\n'.join(lines).rstrip())
     if args.out:
         with open(args.out, 'w') as f:

@@ -54,6 +54,16 @@ def autocast(device: str, amp: str):
     return torch.autocast(device_type=torch.device(device).type, dtype=dtype)
 
 
+def gemm_gflops(device: str, dtype: torch.dtype = torch.float32, n: int = 2048) -> float:
+    """This machine's fp32 (or `dtype`) matrix-multiply rate in GFLOP/s: the median of 5
+    n x n products after one untimed, at the current thread count. It is the practical ceiling
+    for the convolutions and linear layers that make up the models' FLOPs."""
+    a = torch.randn(n, n, device=device, dtype=dtype)
+    b, out = torch.randn_like(a), torch.empty_like(a)
+    sec = statistics.median(time_steps(lambda: torch.mm(a, b, out=out), 5, 1, device))
+    return 2 * n**3 / sec / 1e9
+
+
 # ---- 1. tokenizer encode ---------------------------------------------------------------------
 class DalleCodes(torch.nn.Module):
     """mmpretrain's DALL-E encoder (BEiT's tokenizer) with `encode(img) -> (B, h, w) codes`."""
@@ -100,9 +110,10 @@ def bench_tokenizers(batch: int, steps: int, warmup: int, device: str, dalle: bo
         module.to(device)
         x = torch.rand(batch, 3, size, size, device=device) * 2 - 1
         sec = statistics.median(time_steps(lambda: module.encode(x), steps, warmup, device))
-        rows.append(dict(model=name, img_size=size, batch=batch,
-                         gflops=round(count_gflops(module.encode, x), 2),
-                         ms_per_batch=round(1000 * sec, 2), img_per_s=round(batch / sec, 2)))
+        gflops = count_gflops(module.encode, x)
+        rows.append(dict(model=name, img_size=size, batch=batch, gflops=round(gflops, 4),
+                         ms_per_batch=round(1000 * sec, 2), img_per_s=round(batch / sec, 2),
+                         gflop_per_s=round(gflops * batch / sec, 1)))
     return rows
 
 
@@ -196,7 +207,7 @@ def time_pretrain_step(name: str, s: dict, batch: int, steps: int, warmup: int, 
     inputs, samples = pretrain_inputs(name, s, batch, device)
     scaler = torch.amp.GradScaler('cuda') if amp == 'fp16' else None
 
-    def step():
+    def step(inputs=inputs, samples=samples):
         opt.zero_grad(set_to_none=True)
         with autocast(device, amp):
             losses = model.loss(inputs, samples)
@@ -212,8 +223,13 @@ def time_pretrain_step(name: str, s: dict, batch: int, steps: int, warmup: int, 
     if device.startswith('cuda'):
         torch.cuda.reset_peak_memory_stats()
     ms = statistics.median(time_steps(step, steps, warmup, device)) * 1000
+    from torch.utils.flop_counter import FlopCounterMode
+    with FlopCounterMode(display=False) as counter:  # one image: forward, backward
+        step(*pretrain_inputs(name, s, 1, device))
+    gflops = counter.get_total_flops() / 1e9 * batch
     target = getattr(model, 'target_generator', None)
     row = dict(model=name, ms_per_step=round(ms, 2), img_per_s=round(batch / ms * 1000, 2),
+               gflops_per_step=round(gflops, 3), gflop_per_s=round(gflops / ms * 1000, 1),
                trainable_m=round(sum(p.numel() for p in params) / 1e6, 2),
                target_generator_m=round(sum(p.numel() for p in target.parameters()) / 1e6, 2)
                if target is not None else 0.0)
@@ -360,29 +376,66 @@ def num_classes_of(model_cfg) -> int:
     return 2
 
 
-def synthetic_batch(cfg, batch: int, seed: int = 0) -> dict:
-    """`batch` samples through the config's train pipeline (its Load* steps replaced by
-    `synthetic_results`), collated by the config's collate function."""
+def train_transform(cfg) -> tuple[Callable, Callable]:
+    """The config's train pipeline without its Load* steps, and `make(rng)` -> what those
+    loading steps would return for one random photo (`synthetic_results`)."""
     from mmengine.dataset import Compose
-    from mmengine.registry import FUNCTIONS
-    loader = cfg.train_dataloader
-    pipeline = loader.dataset.get('pipeline')
+    pipeline = cfg.train_dataloader.dataset.get('pipeline')
     if pipeline is None:
         raise ValueError('train_dataloader.dataset.pipeline: the config has none; the synthetic '
                          'batch runs the train pipeline')
     steps = [t for t in pipeline if not str(t['type']).startswith('Load')]
     with_ann = any(t['type'] == 'LoadAnnotations' for t in pipeline)
-    scope = cfg.get('default_scope', 'mmpretrain')
-    k = num_classes_of(cfg.model)
+    make = partial(synthetic_results, cfg.get('default_scope', 'mmpretrain'),
+                   num_classes=num_classes_of(cfg.model), with_annotations=with_ann)
+    return Compose(steps), make
+
+
+def synthetic_batch(cfg, batch: int, seed: int = 0) -> dict:
+    """`batch` samples through the config's train pipeline (its Load* steps replaced by
+    `synthetic_results`), collated by the config's collate function."""
+    from mmengine.registry import FUNCTIONS
+    transform, make = train_transform(cfg)
     random.seed(seed)
     np.random.seed(seed)
     rng = np.random.default_rng(seed)
-    transform = Compose(steps)
-    samples = [transform(synthetic_results(scope, rng, k, with_ann)) for _ in range(batch)]
-    collate_cfg = dict(loader.get('collate_fn') or dict(type='pseudo_collate'))
+    samples = [transform(make(rng)) for _ in range(batch)]
+    collate_cfg = dict(cfg.train_dataloader.get('collate_fn') or dict(type='pseudo_collate'))
     collate = collate_cfg.pop('type')
     collate = FUNCTIONS.get(collate) if isinstance(collate, str) else collate
     return partial(collate, **collate_cfg)(samples)
+
+
+def bench_pipelines(configs: Sequence[str], samples: int, warmup: int,
+                    options: dict | None = None) -> list[dict]:
+    """Milliseconds per sample of each config's train pipeline (the work of a data-loader
+    worker, minus reading and decoding the file) on random 640x480 photos, OpenCV on one thread
+    as in mmengine's workers, and the bytes per sample that go to the device."""
+    import cv2
+    threads = cv2.getNumThreads()
+    cv2.setNumThreads(0)
+    rows = []
+    try:
+        for path in configs:
+            transform, make = train_transform(load_config(path, options))
+            random.seed(0)
+            np.random.seed(0)
+            rng = np.random.default_rng(0)
+            photos = [make(rng) for _ in range(warmup + samples)]  # made outside the timing
+            times = []
+            for i, res in enumerate(photos):
+                t = time.perf_counter()
+                out = transform(res)
+                if i >= warmup:
+                    times.append(time.perf_counter() - t)
+            inputs = out['inputs'] if isinstance(out['inputs'], list) else [out['inputs']]
+            rows.append(dict(config=path.rsplit('/', 1)[-1], samples=samples,
+                             ms_per_sample=round(statistics.median(times) * 1000, 3),
+                             views=len(inputs),
+                             input_kib=round(sum(x.nbytes for x in inputs) / 1024, 2)))
+    finally:
+        cv2.setNumThreads(threads)
+    return rows
 
 
 def config_amp(cfg) -> str:

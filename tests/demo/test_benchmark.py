@@ -26,6 +26,46 @@ def test_all_smoke(tmp_path):
     assert all(r['s_per_step'] > 0 and r['params_m'] > 0 for r in res['dense'])
     assert '`python tools/benchmark.py all --smoke --device cpu' in proc.stdout
     assert '| peco |' in proc.stdout and '| upernet_tiny_shapes.py | 1 |' in proc.stdout
+    # achieved FLOP/s = FLOPs x rate, shown against the machine's measured GEMM rate
+    assert res['gemm_gflops'] > 0 and 'GEMM peak of this machine' in proc.stdout
+    for r in res['tokenizer']:
+        assert r['gflop_per_s'] == pytest.approx(r['gflops'] * r['img_per_s'],
+                                                   rel=0.02, abs=0.1)
+    for r in res['pretrain']:
+        assert r['gflop_per_s'] == pytest.approx(
+            r['gflops_per_step'] / r['ms_per_step'] * 1000, rel=0.02, abs=0.1)
+
+
+def test_step_flops_scale_from_one_image_to_the_batch():
+    # the pretrain table counts a one-image step and multiplies by the batch: exact for these
+    # models, checked here against a count at batch 4 (forward, backward, frozen tokenizer)
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from peco_mm.utils import benchmark as bm
+    s = bm.pretrain_sizes(smoke=True)
+    for name in ('peco', 'peco_mae', 'mae'):
+        model = bm.build_pretrain_model(name, s).train()
+        counts = []
+        for batch in (1, 4):
+            torch.manual_seed(0)
+            with FlopCounterMode(display=False) as counter:
+                losses = model.loss(*bm.pretrain_inputs(name, s, batch, 'cpu'))
+                sum(v for k, v in losses.items() if 'loss' in k).backward()
+            counts.append(counter.get_total_flops())
+        assert counts[0] > 0 and counts[1] == 4 * counts[0], (name, counts)
+
+
+def test_repeats_run_fresh_processes_per_allocator_and_report_median_and_range(tmp_path):
+    out = tmp_path / 'rep.json'
+    proc = run_tool(['tools/benchmark.py', 'tokenizer', '--smoke', '--no-dalle', '--device',
+                     'cpu', '--malloc', 'stock', 'reuse', '--repeats', '2', '--out', out],
+                    timeout=600)
+    runs = json.loads(out.read_text())['runs']
+    assert [r['malloc'] for r in runs] == ['stock', 'reuse', 'stock', 'reuse']  # interleaved
+    vals = sorted(r['tokenizer'][0]['img_per_s'] for r in runs if r['malloc'] == 'reuse')
+    row = (f'| PeCo (default, 37.5M) | reuse | {sum(vals) / 2:.4g} | '
+           f'{vals[0]:.4g} - {vals[1]:.4g} |')
+    assert row in proc.stdout and 'median of 2 runs' in proc.stdout
 
 
 def test_peak_memory_counts_live_storages():
@@ -131,3 +171,13 @@ def test_random_weights_give_a_frozen_target_a_random_tokenizer_file(tmp_path):
         model = MODELS.build(cfg)
     assert model.target_generator.num_embeddings == 16 and model.head.num_classes == 16
     assert model.target_generator.encoder.conv_in.weight.shape[0] == 16
+
+
+def test_data_times_each_pipeline_and_counts_the_views_it_sends():
+    # PeCo's pipeline: one 224 px view; BEiT's: the 224 px view and a 112 px one for DALL-E
+    res = load_tool('benchmark').main(['data', '--smoke', '--warmup', '2'])
+    rows = {r['config']: r for r in res['data']}
+    peco, beit = rows['pretrain_vitb_in1k_300e.py'], rows['pretrain_beit_dalle_vitb_in1k_300e.py']
+    assert (peco['views'], peco['input_kib']) == (1, 224 * 224 * 3 / 1024)
+    assert (beit['views'], beit['input_kib']) == (2, (224**2 + 112**2) * 3 / 1024)
+    assert peco['ms_per_sample'] > 0 and beit['ms_per_sample'] > 0
