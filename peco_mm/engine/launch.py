@@ -109,9 +109,9 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
         apply_test_flags(cfg, out=out, show_dir=show_dir, show_interval=show_interval)
         check_dataset_paths(cfg, phases=('test',))
     add_vis_backends(cfg, vis_backends)
-    notes = [fall_back_to_fp32_on_cpu(cfg), sharded_clip_note(cfg),
-             apply_cpu_malloc((cfg.get('env_cfg') or {}).get('cpu_malloc', 'auto'),
-                              torch.cuda.is_available())]
+    notes = [fall_back_to_fp32_on_cpu(cfg), sharded_clip_note(cfg)]
+    malloc_note = apply_cpu_malloc((cfg.get('env_cfg') or {}).get('cpu_malloc', 'auto'),
+                                   torch.cuda.is_available())
     if mode == 'train':  # atomic checkpoints, NaN guard, resume fallback and check
         from .hooks.safeguards import add_safeguards, guard_train_data
         notes += add_safeguards(cfg)
@@ -121,6 +121,8 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
         guard_train_data(runner)
     for note in filter(None, notes):
         runner.logger.warning(note)
+    if malloc_note:
+        runner.logger.info(malloc_note)
     if mode == 'train':
         runner.train()
         return RunResult(runner, None)

@@ -146,6 +146,13 @@ def test_two_runs_in_the_same_second_log_to_their_own_work_dirs(
         assert [r['iter'] for r in scalars(tmp_path / d) if 'loss' in r] == [1, 2]
 
 
+def test_cpu_malloc_typo_names_the_key_before_training(cls_cfg, tmp_path):
+    from peco_mm.engine.launch import run
+    with pytest.raises(ValueError, match=r"env_cfg.cpu_malloc='reuze': expected one of"):
+        run(str(cls_cfg), str(tmp_path), {'env_cfg.cpu_malloc': 'reuze'}, 'train')
+    assert not (tmp_path / 'epoch_1.pth').exists() and not list(tmp_path.glob('*/vis_data'))
+
+
 def test_auto_scale_lr_without_base_batch_names_the_key(cls_cfg, tmp_path):
     from peco_mm.engine.launch import run
     with pytest.raises(KeyError, match='auto_scale_lr.base_batch_size'):
@@ -163,6 +170,8 @@ def test_amp_config_trains_in_fp32_on_cpu_with_one_log_line(cls_cfg, tmp_path,
     assert type(runner.optim_wrapper).__name__ == 'OptimWrapper'
     assert not isinstance(runner.optim_wrapper, AmpOptimWrapper)
     assert run_log(tmp_path / 'cfg').count('No CUDA: training in fp32') == 1
+    # without CUDA the launcher also keeps freed memory (env_cfg.cpu_malloc='auto'), one line
+    assert run_log(tmp_path / 'cfg').count("env_cfg.cpu_malloc='auto': freed CPU memory") == 1
     # --amp through the tool: the same fallback, the same single line
     load_tool('train').main([str(cls_cfg), '--work-dir', str(tmp_path / 'flag'), '--amp'])
     log = run_log(tmp_path / 'flag')
