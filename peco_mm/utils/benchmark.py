@@ -170,7 +170,9 @@ def build_pretrain_model(name: str, s: dict) -> torch.nn.Module:
                            loss=dict(type='PixelReconstructionLoss', criterion='L2'))))
     if name not in cfgs:
         raise ValueError(f'pretraining model {name!r}; allowed: {PRETRAIN_MODELS}')
-    model = MODELS.build(cfgs[name])
+    from mmengine.registry import DefaultScope
+    with DefaultScope.overwrite_default_scope('mmpretrain'):  # whatever scope a caller left
+        model = MODELS.build(cfgs[name])
     model.init_weights()
     return model
 
