@@ -115,8 +115,8 @@ def parse_args(argv=None):
 
 
 # ---- Markdown --------------------------------------------------------------------------------
-def of_peak(r: dict, peak: float) -> str:
-    return f"{r['gflop_per_s']:.0f} ({r['gflop_per_s'] / peak:.0%})"
+def of_peak(gflop_per_s: float, peak: float) -> str:
+    return f'{gflop_per_s:.0f} ({gflop_per_s / peak:.0%})'
 
 
 def md_tokenizer(rows: list, peak: float) -> list[str]:
@@ -124,7 +124,8 @@ def md_tokenizer(rows: list, peak: float) -> list[str]:
     out = ['| tokenizer encode | input | GFLOPs / image | img/s | vs PeCo default | '
            'GFLOP/s (of GEMM) |', '|---|---|---:|---:|---:|---:|']
     return out + [f"| {r['model']} | {r['img_size']} px | {r['gflops']:.1f} | "
-                  f"{r['img_per_s']:.2f} | {r['img_per_s'] / base:.2f}x | {of_peak(r, peak)} |"
+                  f"{r['img_per_s']:.2f} | {r['img_per_s'] / base:.2f}x | "
+                  f"{of_peak(r['gflop_per_s'], peak)} |"
                   for r in rows]
 
 
@@ -137,7 +138,7 @@ def md_pretrain(rows: list, peak: float) -> list[str]:
         ratio = f"{r['ms_per_step'] / ref:.2f}" if ref else '-'
         mem = f"{r['peak_mem_gib']} GiB" if 'peak_mem_gib' in r else '-'
         out.append(f"| {r['model']} | {r['ms_per_step']} | {r['img_per_s']} | {ratio} | "
-                   f"{r['gflops_per_step']} | {of_peak(r, peak)} | {r['trainable_m']} | "
+                   f"{r['gflops_per_step']} | {of_peak(r['gflop_per_s'], peak)} | {r['trainable_m']} | "
                    f"{r['target_generator_m']} | {mem} |")
     return out
 
@@ -165,14 +166,14 @@ def md_repeats(runs: list[dict]) -> list[str]:
         n = max(len(v) for v in table.values())
         lines += [f'| {section} | malloc | {value} (median of {n} runs) | min - max | '
                   'GFLOP/s (of GEMM) |', '|---|---|---:|---:|---:|']
-        peak = statistics.median(run['gemm_gflops'] for run in runs)
         for (name, malloc), rows in table.items():
             vals = sorted(r[value] for r in rows)
-            flops = ({'gflop_per_s': statistics.median(r['gflop_per_s'] for r in rows)}
-                     if 'gflop_per_s' in rows[0] else None)
+            flops = '-'
+            if 'gflop_per_s' in rows[0]:
+                flops = of_peak(statistics.median(r['gflop_per_s'] for r in rows),
+                                statistics.median(run['gemm_gflops'] for run in runs))
             lines.append(f'| {name} | {malloc} | {num(statistics.median(vals))} | '
-                         f'{num(vals[0])} - {num(vals[-1])} | '
-                         f"{of_peak(flops, peak) if flops else '-'} |")
+                         f'{num(vals[0])} - {num(vals[-1])} | {flops} |')
         lines.append('')
     return lines
 
@@ -262,9 +263,10 @@ def run_timing(args) -> tuple[dict, list[str]]:
     from peco_mm.utils import benchmark as bm
     res, lines = {}, []
     cmd, smoke = args.command, args.smoke
-    res['gemm_gflops'] = round(bm.gemm_gflops(args.device), 1)
-    lines += [f"GEMM peak of this machine: {res['gemm_gflops']} GFLOP/s (fp32 2048x2048 "
-              'matmul, median of 5); GFLOP/s columns count multiply-add as 2.', '']
+    if cmd in ('tokenizer', 'pretrain', 'all'):  # the sections with GFLOP/s columns
+        res['gemm_gflops'] = round(bm.gemm_gflops(args.device), 1)
+        lines += [f"GEMM peak of this machine: {res['gemm_gflops']} GFLOP/s (fp32 2048x2048 "
+                  'matmul, median of 5); GFLOP/s columns count multiply-add as 2.', '']
     steps, warmup = (1, 0) if smoke else (args.steps, args.warmup)
     if cmd in ('tokenizer', 'all'):
         batch = 2 if smoke else args.batch
@@ -293,15 +295,15 @@ def run_timing(args) -> tuple[dict, list[str]]:
     return res, lines
 
 
-def without_flags(argv: list[str], flags: tuple[str, ...]) -> list[str]:
-    """argv minus each of `flags` and the values that follow it."""
-    out, skip = [], False
+def without_flags(argv: list[str], arity: dict[str, int]) -> list[str]:
+    """argv minus each flag of `arity` (`--flag=value` too) and the values it took."""
+    out, skip = [], 0
     for a in argv:
-        if a in flags:
-            skip = True
-        elif skip and a.startswith('-'):
-            skip = False
-        if not skip:
+        if skip:
+            skip -= 1
+        elif a in arity:
+            skip = arity[a]
+        elif a.split('=', 1)[0] not in arity:
             out.append(a)
     return out
 
@@ -309,7 +311,7 @@ def without_flags(argv: list[str], flags: tuple[str, ...]) -> list[str]:
 def run_repeats(args, argv: list[str]) -> dict:
     """Each (repeat, allocator) in a fresh process, allocators interleaved; the median and
     range over the repeats."""
-    child = without_flags(argv, ('--malloc', '--repeats', '--out'))
+    child = without_flags(argv, {'--malloc': len(args.malloc), '--repeats': 1, '--out': 1})
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
         for i in range(args.repeats):
@@ -320,10 +322,11 @@ def run_repeats(args, argv: list[str]) -> dict:
                 subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
                 runs.append(json.loads(out.read_text()))
     res = dict(runs=runs, command=['tools/benchmark.py', *argv])
+    gemm = sorted(r['gemm_gflops'] for r in runs if 'gemm_gflops' in r)
     print(f"`python tools/benchmark.py {' '.join(argv)}`: {runs[0]['device']}, "
           f"{runs[0]['threads']} threads, torch {runs[0]['torch']}, {args.repeats} fresh "
-          f"processes per allocator; GEMM peak {min(r['gemm_gflops'] for r in runs)} - "
-          f"{max(r['gemm_gflops'] for r in runs)} GFLOP/s\n")
+          'processes per allocator' +
+          (f'; GEMM peak {gemm[0]} - {gemm[-1]} GFLOP/s' if gemm else '') + '\n')
     print('\n'.join(md_repeats(runs)).rstrip())
     return res
 
@@ -346,7 +349,7 @@ def main(argv=None) -> dict:
         torch.set_num_threads(args.threads)
     args.device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
     cuda = args.device.startswith('cuda')
-    malloc = resolve_mode(args.malloc[0], cuda)
+    malloc = resolve_mode(args.malloc[0], cuda)  # recorded with the results
     apply_cpu_malloc(malloc, cuda)
     res, lines = (run_memory if args.command == 'memory' else run_timing)(args)
     res.update(environment(args.device), malloc=malloc, command=['tools/benchmark.py', *argv])

@@ -95,11 +95,12 @@ def tokenizer_models(dalle: bool = True, smoke: bool = False) -> list[tuple[str,
     return rows
 
 
-def count_gflops(fn: Callable, x: torch.Tensor) -> float:
-    """Forward GFLOPs (multiply-add = 2) of `fn(x)` per image, from torch's FLOP counter."""
+def count_gflops(fn: Callable[[], object]) -> float:
+    """GFLOPs (multiply-add = 2) of one call of `fn`, forward and any backward it runs, from
+    torch's FLOP counter."""
     from torch.utils.flop_counter import FlopCounterMode
     with FlopCounterMode(display=False) as counter:
-        fn(x[:1])
+        fn()
     return counter.get_total_flops() / 1e9
 
 
@@ -110,7 +111,7 @@ def bench_tokenizers(batch: int, steps: int, warmup: int, device: str, dalle: bo
         module.to(device)
         x = torch.rand(batch, 3, size, size, device=device) * 2 - 1
         sec = statistics.median(time_steps(lambda: module.encode(x), steps, warmup, device))
-        gflops = count_gflops(module.encode, x)
+        gflops = count_gflops(lambda: module.encode(x[:1]))  # per image
         rows.append(dict(model=name, img_size=size, batch=batch, gflops=round(gflops, 4),
                          ms_per_batch=round(1000 * sec, 2), img_per_s=round(batch / sec, 2),
                          gflop_per_s=round(gflops * batch / sec, 1)))
@@ -225,10 +226,8 @@ def time_pretrain_step(name: str, s: dict, batch: int, steps: int, warmup: int, 
     if device.startswith('cuda'):
         torch.cuda.reset_peak_memory_stats()
     ms = statistics.median(time_steps(step, steps, warmup, device)) * 1000
-    from torch.utils.flop_counter import FlopCounterMode
-    with FlopCounterMode(display=False) as counter:  # one image: forward, backward
-        step(*pretrain_inputs(name, s, 1, device))
-    gflops = counter.get_total_flops() / 1e9 * batch
+    # counted on one image and scaled: a step's FLOPs are linear in the batch (tested)
+    gflops = count_gflops(lambda: step(*pretrain_inputs(name, s, 1, device))) * batch
     target = getattr(model, 'target_generator', None)
     row = dict(model=name, ms_per_step=round(ms, 2), img_per_s=round(batch / ms * 1000, 2),
                gflops_per_step=round(gflops, 3), gflop_per_s=round(gflops / ms * 1000, 1),

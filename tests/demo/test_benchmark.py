@@ -181,3 +181,12 @@ def test_data_times_each_pipeline_and_counts_the_views_it_sends():
     assert (peco['views'], peco['input_kib']) == (1, 224 * 224 * 3 / 1024)
     assert (beit['views'], beit['input_kib']) == (2, (224**2 + 112**2) * 3 / 1024)
     assert peco['ms_per_sample'] > 0 and beit['ms_per_sample'] > 0
+
+
+def test_repeats_pass_every_other_argument_to_the_child_runs():
+    # a positional after --repeats N, and --flag=value forms, reach the child unchanged
+    strip = load_tool('benchmark').without_flags
+    arity = {'--malloc': 2, '--repeats': 1, '--out': 1}
+    argv = ['data', '--repeats', '3', 'a.py', '--malloc', 'stock', 'reuse', 'b.py',
+            '--out=x.json', '--steps', '5']
+    assert strip(argv, arity) == ['data', 'a.py', 'b.py', '--steps', '5']
