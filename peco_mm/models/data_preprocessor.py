@@ -26,9 +26,9 @@ class OneViewTwoNormDataPreprocessor(TwoNormDataPreprocessor):
 
     def forward(self, data: dict, training: bool = False) -> dict:
         inputs = data['inputs']
-        if isinstance(inputs, (list, tuple)) and len(inputs) == 2:
-            return super().forward(data, training)
         if isinstance(inputs, (list, tuple)):
+            if len(inputs) == 2:
+                return super().forward(data, training)
             if len(inputs) != 1:
                 raise ValueError(f'{type(self).__name__}: inputs hold {len(inputs)} views; '
                                  'expected one (ViT and tokenizer share it) or two')
@@ -42,4 +42,3 @@ class OneViewTwoNormDataPreprocessor(TwoNormDataPreprocessor):
         if self._enable_normalize:
             views = [(img - self.mean) / self.std, (img - self.second_mean) / self.second_std]
         return {'inputs': views, 'data_samples': data['data_samples']}
-

@@ -91,15 +91,14 @@ def test_one_view_and_two_views_give_the_same_peco_loss(images, tokenizer_ckpt):
 
 
 def test_every_shipped_one_view_pipeline_has_a_preprocessor_that_takes_one_view():
-    from peco_mm.registry import real_class  # noqa: F401  (lazy types resolve)
     checked = 0
     for path in sorted(glob.glob(str(ROOT / 'configs/**/pretrain_*.py'), recursive=True)):
         cfg = Config.fromfile(path)
         crop = next((t for t in cfg.train_dataloader.dataset.pipeline if t['type'] == CROP),
                     None)
-        pre = (cfg.get('data_preprocessor') or cfg.model.get('data_preprocessor') or {})
         if crop is None:
             continue
+        pre = cfg.get('data_preprocessor') or cfg.model.get('data_preprocessor') or {}
         checked += 1
         same = (crop.get('second_size') == crop['size'] and crop.get(
             'second_interpolation', 'lanczos') == crop.get('interpolation', 'bilinear'))
