@@ -19,8 +19,8 @@ tests all call it. It
 - adds the training safeguards of `peco_mm.engine.hooks.safeguards` (atomic checkpoints,
   resume fallback and check, non-finite loss guard, bad-sample policy);
 - on a machine without CUDA, keeps freed CPU memory for the next step instead of returning it
-  to the system (`env_cfg.cpu_malloc`, see `peco_mm.utils.malloc`): about 15 % off a CPU
-  pretraining step.
+  to the system (`env_cfg.cpu_malloc`, see `peco_mm.utils.malloc`): 6 % (PeCo) to
+  19 % (PeCo_MAE) off a ViT-B pretraining step on 2 CPU cores.
 """
 from __future__ import annotations
 
