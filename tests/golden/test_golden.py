@@ -1,0 +1,34 @@
+"""Every stage's outputs on fixed weights and inputs equal the ones recorded in golden.pt.
+
+The recording was made before the code was restructured; regenerate it (`python -m
+tests.golden.cases`) only for a change that is meant to alter the numbers, and say so in the
+commit."""
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.golden.cases import CASES, fill_weights, outputs
+
+GOLDEN = torch.load(Path(__file__).with_name('golden.pt'), weights_only=True)
+
+
+@pytest.mark.parametrize('name', sorted(CASES))
+def test_outputs_match_the_recording(name):
+    got, want = outputs(name), GOLDEN[name]
+    assert got.keys() == want.keys()
+    for key, ref in want.items():
+        if ref.dtype in (torch.int64, torch.int32):
+            assert torch.equal(got[key], ref), f'{name}.{key}: codes differ'
+        else:
+            torch.testing.assert_close(got[key], ref, rtol=1e-5, atol=1e-6,
+                                       msg=lambda m: f'{name}.{key}: {m}')
+
+
+def test_weight_fill_depends_on_names_not_creation_order():
+    a, b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+    torch.nn.init.ones_(b.bias)
+    fill_weights(a), fill_weights(b)
+    assert torch.equal(a.weight, b.weight)  # same names, same values
+    assert torch.equal(b.bias, torch.ones(4))  # constants kept
+    assert not torch.equal(a.bias, a.weight[0])  # another name, other values
