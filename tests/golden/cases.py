@@ -107,7 +107,8 @@ def run_dense(model) -> dict:
                 walk(i)
     walk(out)
     # the mask logits of the first 2 RoIs stand for all 100 (the file stays small)
-    return {f'out{i}': t[:2].clone() if t.dim() == 4 and len(t) > 2 else t for i, t in enumerate(flat)}
+    return {f'out{i}': t[:2].clone() if t.dim() == 4 and len(t) > 2 else t
+            for i, t in enumerate(flat)}
 
 
 CASES = {
