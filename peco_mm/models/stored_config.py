@@ -124,15 +124,11 @@ def _check_custom_imports(value, source: str, stmt: ast.AST) -> None:
 def _describe(node: ast.AST) -> str:
     """A short name for a construct, for the error message."""
     if isinstance(node, ast.Call):
-        func = node.func
-        name = (func.id if isinstance(func, ast.Name) else
-                f'{_describe(func.value)}.{func.attr}' if isinstance(func, ast.Attribute)
-                else type(func).__name__)
-        return f'a call to {name}()'
+        return f'a call to {_dotted(node)}'
     if isinstance(node, ast.Name):
         return f'the name {node.id!r}'
     if isinstance(node, ast.Attribute):
-        return f'attribute access .{node.attr}'
+        return f'attribute access {_dotted(node)}'
     if isinstance(node, (ast.Import, ast.ImportFrom)):
         return 'an import'
     if isinstance(node, ast.JoinedStr):
@@ -149,6 +145,17 @@ def _describe(node: ast.AST) -> str:
         return f'an operator ({type(node).__name__})'
     return f'a {type(node).__name__} statement' if isinstance(node, ast.stmt) else \
         f'a {type(node).__name__} expression'
+
+
+def _dotted(node: ast.AST) -> str:
+    """`os.path.join`, `__import__().system()`: a call or attribute chain, written short."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return f'{_dotted(node.value)}.{node.attr}'
+    if isinstance(node, ast.Call):
+        return f'{_dotted(node.func)}()'
+    return '(...)'
 
 
 def _refuse(source: str, node: ast.AST, what: str):

@@ -26,6 +26,7 @@ from mmengine.dist import is_main_process
 from mmengine.hooks import CheckpointHook
 from mmengine.model import is_model_wrapper
 
+from ...models.checkpoint import file_problem
 from ...registry import HOOKS
 from ..compat import history_buffers_without_methods
 
@@ -151,17 +152,16 @@ def fsync_dir(path: str) -> None:
 
 # ---- resume --------------------------------------------------------------------------------
 def checkpoint_problem(path: str) -> str | None:
-    """Why `path` cannot be resumed from (None if it reads back): missing, empty, or a
-    truncated / corrupt archive (every member's CRC is checked; no unpickling)."""
+    """Why `path` cannot be resumed from (None if it reads back): missing, empty, not a torch
+    checkpoint, or a truncated / corrupt archive (every member's CRC is checked; no
+    unpickling)."""
     if not osp.exists(path):
         return 'missing'
     if osp.isdir(path):
         return None  # a DeepSpeed checkpoint folder: left to its loader
-    size = osp.getsize(path)
-    if size == 0:
-        return 'empty file (0 bytes)'
-    if not zipfile.is_zipfile(path):
-        return f'not a readable torch checkpoint ({size} bytes; truncated or corrupt)'
+    problem = file_problem(path)  # empty, not a torch checkpoint, truncated zip
+    if problem or not zipfile.is_zipfile(path):
+        return problem  # (a legacy torch file: read_checkpoint judges it)
     try:
         with zipfile.ZipFile(path) as zf:
             bad = zf.testzip()
