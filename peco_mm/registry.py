@@ -88,8 +88,9 @@ def register_all() -> list[str]:
     """Import every core module that registers something, and register stand-ins for the
     host modules (`HOST_MODULES`); return the host modules skipped for a missing host."""
     global _registered
-    from .engine.compat import allow_mmengine_checkpoints
+    from .engine.compat import allow_mmengine_checkpoints, route_mmengine_checkpoints
     allow_mmengine_checkpoints()
+    route_mmengine_checkpoints()  # load_from / resume / init_cfg read weights-only
     skipped = []
     for mod in CORE_MODULES:
         importlib.import_module(mod)

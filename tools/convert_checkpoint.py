@@ -50,8 +50,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help='attention heads, when the weights do not say (no relative-'
                         'position table); default embed_dims // 64')
     parser.add_argument('--unsafe-pickle', action='store_true',
-                        help='allow torch.load(weights_only=False) for a trusted source that '
-                        'holds non-tensor objects')
+                        help='TRUSTED FILES ONLY: unpickle the non-tensor objects a source '
+                        'holds (this can run code from the file; see docs/security.md)')
     return parser.parse_args(argv)
 
 

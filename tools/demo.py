@@ -182,6 +182,7 @@ def stage_mocov3(demo: Demo, data: dict) -> dict:
     """MoCo v3, converted to PeCoViT at the path the tokenizer config reads, and checked."""
     import torch
 
+    from peco_mm.models.checkpoint import read_checkpoint
     from peco_mm.models.vit import PeCoViT
     from peco_mm.utils.demo_checks import view_retrieval
     from peco_mm.utils.image import find_images, read_rgb
@@ -203,7 +204,8 @@ def stage_mocov3(demo: Demo, data: dict) -> dict:
     randoms = []
     for seed in range(3):  # the same ViT, initialised as for training
         torch.manual_seed(seed)
-        net = PeCoViT(**torch.load(pecovit)['meta']['pecovit_args'], out_type='avg_featmap')
+        net = PeCoViT(**read_checkpoint(pecovit)['meta']['pecovit_args'],
+                      out_type='avg_featmap')
         net.init_weights()
         randoms.append(retrieval(net.eval()))
     return dict(r, pecovit=pecovit, n_views=len(images), iters=demo.schedule(r),

@@ -74,8 +74,8 @@ def build_model(cfg, checkpoint: str, tokenizer: str | None, device: str):
     model = MODELS.build(model_cfg)
     if not osp.isfile(checkpoint):
         raise FileNotFoundError(f'pretraining checkpoint {checkpoint!r} not found')
-    import torch
-    state = torch.load(checkpoint, map_location='cpu')
+    from peco_mm.models.checkpoint import read_checkpoint
+    state = read_checkpoint(checkpoint)
     state = state.get('state_dict', state)
     missing, unexpected = model.load_state_dict(state, strict=False)
     missing = [k for k in missing if not k.startswith('target_generator.decoder.')]

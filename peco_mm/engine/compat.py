@@ -7,10 +7,19 @@ exactly those types; any other pickled object still fails loudly. mmengine also 
 bound statistics methods of its HistoryBuffers, which no safe unpickler can rebuild; the
 checkpoints our launchers save drop them (`history_buffers_without_methods`), and nothing is
 patched at import.
+
+mmengine reads every checkpoint (`load_from`, `resume`, `init_cfg` Pretrained, the hosts'
+backbones) through `CheckpointLoader`; its http(s) loader unpickles any object (the
+weights-only loader is off), and its Runner executes the config text an mmcv 1.x checkpoint stores
+(`meta['config']`) when resuming. `route_mmengine_checkpoints` registers, with mmengine's
+public `CheckpointLoader.register_scheme`, one loader for every scheme that reads through
+`peco_mm.models.checkpoint.read_checkpoint` (the project's one gate), and refuses the
+remote schemes it cannot read safely.
 """
 from __future__ import annotations
 
 import contextlib
+import os
 
 import torch
 
@@ -82,3 +91,71 @@ def history_buffers_without_methods():
             HistoryBuffer.__getstate__ = old
         else:
             del HistoryBuffer.__getstate__
+
+
+# every scheme mmengine 0.10.7 registers: all of them go through `load_from_weights_only`
+MMENGINE_SCHEMES = ('', 'http://', 'https://', 'pavi://', r'(\S+\:)?s3://',
+                    r'(\S+\:)?petrel://', 'modelzoo://', 'torchvision://', 'open-mmlab://',
+                    'openmmlab://', 'mmcls://')
+
+
+def route_mmengine_checkpoints() -> None:
+    """Make mmengine read every checkpoint through `read_checkpoint` (idempotent)."""
+    from mmengine.runner.checkpoint import CheckpointLoader
+    CheckpointLoader.register_scheme(MMENGINE_SCHEMES, load_from_weights_only, force=True)
+
+
+def load_from_weights_only(filename: str, map_location=None) -> dict:
+    """mmengine's checkpoint loader for every scheme: local files, http(s):// URLs, and the
+    torchvision:// / open-mmlab:// names that stand for URLs, read by `read_checkpoint`;
+    pavi://, s3://, petrel:// and mmcls:// are refused."""
+    import os.path as osp
+
+    from ..models.checkpoint import read_checkpoint
+    path = _model_zoo_url(filename)
+    if '://' not in path:
+        path = osp.expanduser(path)
+    ckpt = read_checkpoint(path, map_location=map_location)
+    _plain_gpu_ids(ckpt, filename)
+    return ckpt
+
+
+def _model_zoo_url(filename: str) -> str:
+    """The URL (or file under mmengine's home) a torchvision:// / open-mmlab:// name stands
+    for; other names unchanged."""
+    from mmengine.runner import checkpoint as mm
+    for prefix in ('torchvision://', 'modelzoo://'):
+        if filename.startswith(prefix):
+            return _look_up(mm.get_torchvision_models(), filename[len(prefix):], filename)
+    for prefix in ('open-mmlab://', 'openmmlab://'):
+        if filename.startswith(prefix):
+            name = filename[len(prefix):]
+            name = mm.get_deprecated_model_names().get(name, name)
+            url = _look_up(mm.get_external_models(), name, filename)
+            if '://' in url:
+                return url
+            home = os.getenv('MMENGINE_HOME') or os.path.join(
+                os.getenv('XDG_CACHE_HOME', '~/.cache'), 'mmengine')  # as mmengine's
+            return os.path.join(os.path.expanduser(home), url)
+    return filename
+
+
+def _look_up(urls: dict, name: str, filename: str) -> str:
+    if name not in urls:
+        raise ValueError(f'{filename}: unknown model name {name!r}')
+    return urls[name]
+
+
+def _plain_gpu_ids(ckpt, filename: str) -> None:
+    """mmengine's Runner.resume executes `meta['config']` (mmcv 1.x checkpoints) to read
+    `gpu_ids`: leave it only that value, written back from the data `read_checkpoint`
+    parsed."""
+    from ..models.stored_config import parse_config_text
+    meta = ckpt.get('meta') if isinstance(ckpt, dict) else None
+    if not isinstance(meta, dict) or not isinstance(meta.get('config'), str):
+        return
+    ids = parse_config_text(meta['config'], f'{filename} meta.config').get('gpu_ids')
+    if isinstance(ids, (list, tuple)) and all(type(i) is int for i in ids):
+        meta['config'] = f'gpu_ids = {list(ids)!r}\n'
+    else:
+        del meta['config']

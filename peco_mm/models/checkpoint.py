@@ -1,57 +1,201 @@
 """Reading checkpoint files, one way for the whole project.
 
-Pure: imports no model. `read_checkpoint` reads any file (torch pickles with the weights-only
-unpickler plus the few mmengine types its checkpoints carry, or safetensors); `unwrap`,
-`strip_prefix` and `select_prefix` take a state dict out of its nesting and prefixes. The
-format-specific choices (which nesting, which prefix) live in `peco_mm.models.convert`.
+Pure: imports no model. `read_checkpoint` is the one gate every weights file passes, whoever
+asks (the tools, `from_checkpoint`, the tokenizer, the perceptual network, and, through the
+loader `peco_mm.engine.compat` registers with mmengine, `load_from`, `resume` and every
+`init_cfg` Pretrained). It reads local files and http(s):// URLs (downloaded once into torch
+hub's cache) with torch's weights-only unpickler plus the few mmengine types its
+checkpoints carry (or safetensors), says what is wrong with a file that is empty, not a torch
+checkpoint, truncated or holds pickled objects, and reads the config text a checkpoint
+stores (`meta.cfg`, `meta.config`) as data (`peco_mm.models.stored_config`), refusing any
+that is not. `unwrap`, `strip_prefix` and `select_prefix` take a state dict out of its
+nesting and prefixes; the format-specific choices live in `peco_mm.models.convert`.
 """
 from __future__ import annotations
 
 import os
 import pickle
+import re
+import zipfile
 from typing import Callable
 
 import torch
+
+from .stored_config import parse_config_text
 
 # where training scripts nest a state dict, in the order `unwrap` looks
 NESTING_KEYS = ('state_dict', 'model', 'module')
 # every nesting key a ViT checkpoint may use (DINO: teacher / student; timm: *_ema)
 WRAPPER_KEYS = ('state_dict', 'model', 'module', 'teacher', 'student', 'state_dict_ema',
                 'model_ema')
+URL_PREFIXES = ('http://', 'https://')
+# the config text mmengine (cfg) and mmcv 1.x (config) runs store in meta
+STORED_CONFIG_KEYS = ('cfg', 'config')
+ZIP_MAGIC = b'PK\x03\x04'  # torch.save's default format is a zip archive
+LEGACY_MAGIC = pickle.dumps(0x1950a86a20f9469cfc6c, protocol=2)  # torch < 1.6 files begin so
+# torch hub's check_hash convention: NAME-<sha256 prefix>.EXT (8+ hex digits, so that e.g.
+# 'resnet-50.pth' is not taken for a hash)
+HASH_IN_NAME = re.compile(r'-([a-f0-9]{8,})\.')
 
 
 def read_checkpoint(path: str, unsafe_pickle: bool = False,
-                    warn: Callable[[str], None] | None = None) -> dict:
-    """torch.load with weights_only=True (or safetensors); arbitrary pickles only when asked.
+                    warn: Callable[[str], None] | None = None, *,
+                    map_location='cpu', mmap: bool = False) -> dict:
+    """Read a checkpoint file or http(s):// URL without running anything from it.
 
-    mmengine checkpoints load safely: their few non-tensor types (meta, message_hub) are
-    allowed for this call only. Any other pickled object is refused with a ValueError that
-    names the file, unless `unsafe_pickle` (then `warn` is told).
+    torch.load with weights_only=True (or safetensors); mmengine checkpoints load safely,
+    their few non-tensor types (meta, message_hub) are allowed for this call only. Any other
+    pickled object, a file that is empty, not a torch checkpoint or truncated, and stored
+    config text that is not plain data are refused with a one-line ValueError naming the
+    file. Only `unsafe_pickle=True` (tools/convert_checkpoint.py --unsafe-pickle, for files
+    you trust) unpickles arbitrary objects, after telling `warn`.
+
+    Args:
+        path: a local file, or an http(s):// URL (see `fetch_url`).
+        map_location: as torch.load's.
+        mmap: map the tensors instead of reading them (zip files; e.g. to read only meta).
     """
     path = os.fspath(path)
+    if is_url(path):
+        path = fetch_url(path)
+    elif '://' in path:
+        raise ValueError(f'{path}: checkpoints are read from local files and http(s):// URLs '
+                         'only; copy the file to local disk and pass its path')
     if not os.path.isfile(path):
         raise FileNotFoundError(f'checkpoint not found: {path}')
     if path.endswith('.safetensors'):
-        from safetensors.torch import load_file
-        return load_file(path, device='cpu')
+        return _read_safetensors(path)
+    problem = file_problem(path)
+    if problem:
+        raise ValueError(f'{path}: {problem}')
+    is_zip = _head(path).startswith(ZIP_MAGIC)
     try:
         # only the types not yet allowed: leaving the context removes what it added, and
         # `import peco_mm` has allowed them for mmengine's own resume already
         allowed = torch.serialization.get_safe_globals()
         extra = [t for t in _mmengine_types() if t not in allowed]
         with torch.serialization.safe_globals(extra):
-            return torch.load(path, map_location='cpu', weights_only=True)
+            ckpt = torch.load(path, map_location=map_location, weights_only=True,
+                              mmap=mmap and is_zip)
     except pickle.UnpicklingError as err:
+        reason = _refusal_reason(err)
         if not unsafe_pickle:
-            first = str(err).strip().splitlines()
             raise ValueError(
-                f'{path} holds pickled Python objects that the safe loader refuses '
-                f'({first[0][:200] if first else type(err).__name__}). If you trust the '
-                'file, load it with unsafe_pickle=True (tools/convert_checkpoint.py '
-                '--unsafe-pickle) and keep the converted, tensors-only file') from err
+                f'{path} holds pickled Python objects that the weights-only loader refuses '
+                f'({reason}). If you trust the file, convert it once with '
+                'tools/convert_checkpoint.py --unsafe-pickle and use the converted, '
+                'tensors-only file (see docs/security.md)') from None
+        return _read_trusted_pickle(path, map_location, warn)
+    except (EOFError, RuntimeError, OSError) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+        raise ValueError(f'{path}: unreadable torch checkpoint, truncated or corrupt '
+                         f'({first})') from None
+    if not unsafe_pickle:
+        check_stored_config(ckpt, path)
+    return ckpt
+
+
+def is_url(path) -> bool:
+    """An http(s):// address, which `read_checkpoint` downloads and reads like a file."""
+    return str(path).startswith(URL_PREFIXES)
+
+
+def _read_trusted_pickle(path: str, map_location, warn) -> dict:
+    """The one place that unpickles arbitrary objects: only for `unsafe_pickle=True`."""
     (warn or log)(f'WARNING: {path} is loaded with weights_only=False: this runs arbitrary '
                   'code from the file; only do it for files you trust')
-    return torch.load(path, map_location='cpu', weights_only=False)
+    return torch.load(path, map_location=map_location, weights_only=False)
+
+
+def file_problem(path: str) -> str | None:
+    """What makes `path` no torch checkpoint, judged from its bytes without unpickling
+    (None: it looks like one): empty, neither a zip archive nor a legacy torch file, or a
+    zip archive cut short."""
+    size = os.path.getsize(path)
+    if size == 0:
+        return 'empty file (0 bytes), not a checkpoint'
+    head = _head(path)
+    if head.startswith(ZIP_MAGIC):
+        try:
+            with zipfile.ZipFile(path):
+                return None
+        except (zipfile.BadZipFile, OSError, EOFError):
+            return f'truncated or corrupt zip archive ({size} bytes), not a readable checkpoint'
+    if head.startswith(LEGACY_MAGIC):
+        return None
+    return (f'not a torch checkpoint ({size} bytes that are neither a zip archive nor a legacy '
+            'torch file)')
+
+
+def check_stored_config(ckpt, path: str) -> None:
+    """Refuse a checkpoint whose stored config text (meta.cfg / meta.config) is not plain
+    data (see `peco_mm.models.stored_config`); nothing in it is run."""
+    meta = ckpt.get('meta') if isinstance(ckpt, dict) else None
+    if not isinstance(meta, dict):
+        return
+    for key in STORED_CONFIG_KEYS:
+        if isinstance(meta.get(key), str):
+            parse_config_text(meta[key], f'{path} meta.{key}')
+
+
+def fetch_url(url: str) -> str:
+    """The local copy of an http(s):// checkpoint in torch hub's cache
+    ($TORCH_HOME/hub/checkpoints/<file name>), downloaded first when missing.
+
+    A file name of the form NAME-<8+ hex digits>.EXT is checked against that prefix of its
+    sha256 when downloaded (torch hub's `check_hash`). Under torch.distributed, rank 0
+    downloads while the others wait. The file is then read like any local file.
+    """
+    from urllib.parse import urlparse
+
+    import torch.distributed as dist
+    from torch.hub import download_url_to_file, get_dir
+    name = os.path.basename(urlparse(url).path)
+    if not name:
+        raise ValueError(f'{url}: the URL names no file')
+    dst = os.path.join(get_dir(), 'checkpoints', name)
+    match = HASH_IN_NAME.search(name)
+
+    def download() -> None:
+        if os.path.exists(dst):
+            return
+        os.makedirs(os.path.dirname(dst), exist_ok=True)
+        log(f'downloading {url} to {dst}')
+        try:
+            download_url_to_file(url, dst, match.group(1) if match else None, progress=False)
+        except RuntimeError as err:  # torch hub's hash check
+            raise ValueError(f'{url}: {err}; the download was discarded') from None
+
+    several = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+    if not several or dist.get_rank() == 0:
+        download()
+    if several:
+        dist.barrier()
+        download()  # ranks on another node without a shared cache
+    return dst
+
+
+def _read_safetensors(path: str) -> dict:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+    try:
+        return load_file(path, device='cpu')
+    except (SafetensorError, OSError) as err:
+        raise ValueError(f'{path}: unreadable safetensors file ({err})') from None
+
+
+def _head(path: str) -> bytes:
+    with open(path, 'rb') as f:
+        return f.read(len(LEGACY_MAGIC))
+
+
+def _refusal_reason(err: Exception) -> str:
+    """The line of torch's weights-only error that says what it refused."""
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    for ln in lines:
+        if 'GLOBAL' in ln or ln.startswith('Unsupported'):
+            return ln[:200]
+    return (lines[-1] if lines else type(err).__name__)[:200]
 
 
 def _mmengine_types() -> list:

@@ -514,10 +514,10 @@ def load_pretrained(model: PeCoViT, path: str, prefix: str | None = None,
 
     from mmengine.logging import print_log
 
-    from .checkpoint import read_checkpoint, select_prefix
+    from .checkpoint import is_url, read_checkpoint, select_prefix
     from .convert import convert_state_dict, detect_format
 
-    if not path or not osp.isfile(str(path)):
+    if not path or not (is_url(path) or osp.isfile(str(path))):
         raise FileNotFoundError(f'pretrained checkpoint {path!r} not found (set '
                                 'model.backbone.init_cfg.checkpoint, or init_cfg=None to train '
                                 'from scratch)')

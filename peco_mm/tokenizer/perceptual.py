@@ -213,9 +213,9 @@ def build_vit(checkpoint: str | None, layers: Sequence[int], vit_cfg: dict) -> n
 
 
 def _load_torchvision_state(checkpoint: str, net: str) -> dict:
-    from ..models.convert import load_checkpoint_file
+    from ..models.checkpoint import read_checkpoint
     try:
-        ckpt = load_checkpoint_file(checkpoint)
+        ckpt = read_checkpoint(checkpoint)
     except Exception as err:
         raise ValueError(f'perceptual loss ({net}): cannot read {checkpoint!r}: {err}') from err
     sd = ckpt

@@ -31,6 +31,8 @@ import torch.nn as nn
 from mmengine.model import BaseDataPreprocessor, BaseModel
 
 from ..layers.quantizer import EMAVectorQuantizer, codebook_stats
+from ..models.checkpoint import is_url, read_checkpoint
+from ..models.stored_config import parse_config_text
 from ..registry import MODELS
 from .cnn import CNNDecoder, CNNEncoder
 from .codeword_loss import CODEWORD_LOSSES, build_codeword_loss
@@ -272,6 +274,8 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
         if in_channels != 3:
             raise ValueError(f'in_channels={in_channels}; the tokenizer works on RGB images '
                              '(grey and RGBA inputs are converted to 3 channels)')
+        args = locals()  # what rebuilds this tokenizer (ArchitectureMetaHook stores it)
+        self.arch_args = {k: args[k] for k in ARCH_KEYS}
         self.pixel_loss = pixel_loss
         self.perceptual_weight = float(perceptual_weight)
         self.adversarial_weight = float(adversarial_weight)
@@ -503,13 +507,14 @@ class FrozenPeCoTokenizer(TokenizerEncoding, nn.Module):
             raise TypeError(f'FrozenPeCoTokenizer: unknown arguments {unknown}; the '
                             f'architecture comes from the checkpoint, and may be overridden '
                             f'with {", ".join(ARCH_KEYS)}')
-        if not checkpoint or not osp.isfile(str(checkpoint)):
+        if not checkpoint or not (is_url(checkpoint) or osp.isfile(str(checkpoint))):
             raise FileNotFoundError(
                 f'FrozenPeCoTokenizer: tokenizer checkpoint {checkpoint!r} not found; set '
                 f'{TARGET_GENERATOR_KEY}=PATH to a tokenizer trained with tools/train.py '
                 '(configs/peco/tokenizer_*.py)')
         ckpt = _read(checkpoint)
         arch = checkpoint_arch(ckpt, checkpoint, arch)
+        self.arch_args = arch
         self.checkpoint = str(checkpoint)
         self.channels_last = channels_last
         self.encode_bf16 = encode_bf16
@@ -564,10 +569,9 @@ def _gt_label(data_samples, i: int):
 
 
 def _read(path: str) -> dict:
-    from ..models.convert import load_checkpoint_file
-    if not path or not osp.isfile(str(path)):
+    if not path or not (is_url(path) or osp.isfile(str(path))):
         raise FileNotFoundError(f'tokenizer checkpoint {path!r} not found')
-    ckpt = load_checkpoint_file(path)
+    ckpt = read_checkpoint(path)
     if not isinstance(ckpt, dict):
         raise ValueError(f'{path}: expected a checkpoint dict, got {type(ckpt).__name__}')
     return ckpt
@@ -575,19 +579,21 @@ def _read(path: str) -> dict:
 
 def checkpoint_arch(ckpt: dict, path: str, overrides: dict | None = None) -> dict:
     """The tokenizer architecture (`ARCH_KEYS`) of a checkpoint, from the first source that
-    has it: `overrides`, then the config mmengine's Runner stores as text in `meta.cfg` (a
-    tokenizer run's `model`, or the `target_generator` of a pretraining run that spelled it
-    out), then the shapes of a CNN encoder and codebook in the state dict (e.g. a pretraining
-    checkpoint whose target generator was a `FrozenPeCoTokenizer`), then `PeCoTokenizer`'s
-    defaults."""
+    has it: `overrides`, then the plain dict `meta.tokenizer_arch` (written by
+    `ArchitectureMetaHook` since checkpoints stopped relying on config text), then the config
+    mmengine's Runner stores as text in `meta.cfg`, read as data (a tokenizer run's `model`,
+    or the `target_generator` of a pretraining run that spelled it out), then the shapes of a
+    CNN encoder and codebook in the state dict (e.g. a pretraining checkpoint whose target
+    generator was a `FrozenPeCoTokenizer`), then `PeCoTokenizer`'s defaults."""
     overrides = dict(overrides or {})
-    model = _tokenizer_cfg(ckpt, path)
+    stored = _meta(ckpt).get('tokenizer_arch')
+    model = stored if isinstance(stored, dict) else _tokenizer_cfg(ckpt, path)
     shapes = infer_cnn_arch(tokenizer_state_dict(ckpt))
     if model is None and shapes is None and not overrides:
         raise ValueError(
-            f'{path}: the checkpoint stores no tokenizer config (meta.cfg) and holds no CNN '
-            'tokenizer encoder + codebook, so the architecture is unknown. Use a checkpoint '
-            'written by tools/train.py, or pass the architecture '
+            f'{path}: the checkpoint stores no tokenizer architecture (meta.tokenizer_arch or '
+            'meta.cfg) and holds no CNN tokenizer encoder + codebook, so the architecture is '
+            'unknown. Use a checkpoint written by tools/train.py, or pass the architecture '
             f'({", ".join(ARCH_KEYS)}) next to the checkpoint')
     defaults = {k: p.default for k, p in inspect.signature(PeCoTokenizer).parameters.items()
                 if k in ARCH_KEYS}
@@ -596,13 +602,14 @@ def checkpoint_arch(ckpt: dict, path: str, overrides: dict | None = None) -> dic
 
 
 def _tokenizer_cfg(ckpt: dict, path: str) -> dict | None:
-    """The PeCoTokenizer config in the checkpoint's stored config, if any."""
-    cfg_text = (ckpt.get('meta') or {}).get('cfg')
+    """The PeCoTokenizer config in the checkpoint's stored config text, if any, read as data
+    (`parse_config_text`: nothing in it is run)."""
+    cfg_text = _meta(ckpt).get('cfg')
     if not cfg_text:
         return None
-    from mmengine.config import Config
-    model = Config.fromstring(cfg_text, '.py').get('model') or {}
-    model = model.to_dict() if hasattr(model, 'to_dict') else dict(model)
+    model = parse_config_text(cfg_text, f'{path} meta.cfg').get('model') or {}
+    if not isinstance(model, dict):
+        raise ValueError(f'{path} meta.cfg: model is a {type(model).__name__}, not a dict')
     if model.get('type') in (None, 'PeCoTokenizer'):
         return model
     target = model.get('target_generator')
@@ -613,6 +620,11 @@ def _tokenizer_cfg(ckpt: dict, path: str) -> dict | None:
     raise ValueError(f'{path}: the config stored in this checkpoint builds a '
                      f'{model.get("type")!r} without a PeCo tokenizer: give a tokenizer '
                      f'checkpoint ({TARGET_GENERATOR_KEY})')
+
+
+def _meta(ckpt: dict) -> dict:
+    meta = ckpt.get('meta')
+    return meta if isinstance(meta, dict) else {}
 
 
 def infer_cnn_arch(sd: dict) -> dict | None:

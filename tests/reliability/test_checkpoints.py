@@ -107,7 +107,7 @@ def test_resume_from_a_truncated_path_says_so(tmp_path, cls_data, isolated_mmeng
     torch.save({'meta': {'iter': 2}, 'state_dict': {}}, good)
     bad = work / 'iter_4.pth'
     bad.write_bytes(good.read_bytes()[:100])
-    with pytest.raises(ValueError, match=rf'--resume {bad}: not a readable torch checkpoint '
-                       rf'\(100 bytes; truncated or corrupt\)\. The newest readable checkpoint '
-                       rf'of the work dir is {good}'):
+    with pytest.raises(ValueError, match=rf'--resume {bad}: truncated or corrupt zip archive '
+                       rf'\(100 bytes\), not a readable checkpoint\. The newest readable '
+                       rf'checkpoint of the work dir is {good}'):
         run(str(cfg), str(work), resume=str(bad))

@@ -26,6 +26,7 @@ from mmengine.dist import is_main_process
 from mmengine.hooks import CheckpointHook
 from mmengine.model import is_model_wrapper
 
+from ...models.checkpoint import file_problem
 from ...registry import HOOKS
 from ..compat import history_buffers_without_methods
 
@@ -151,17 +152,16 @@ def fsync_dir(path: str) -> None:
 
 # ---- resume --------------------------------------------------------------------------------
 def checkpoint_problem(path: str) -> str | None:
-    """Why `path` cannot be resumed from (None if it reads back): missing, empty, or a
-    truncated / corrupt archive (every member's CRC is checked; no unpickling)."""
+    """Why `path` cannot be resumed from (None if it reads back): missing, empty, not a torch
+    checkpoint, or a truncated / corrupt archive (every member's CRC is checked; no
+    unpickling)."""
     if not osp.exists(path):
         return 'missing'
     if osp.isdir(path):
         return None  # a DeepSpeed checkpoint folder: left to its loader
-    size = osp.getsize(path)
-    if size == 0:
-        return 'empty file (0 bytes)'
-    if not zipfile.is_zipfile(path):
-        return f'not a readable torch checkpoint ({size} bytes; truncated or corrupt)'
+    problem = file_problem(path)  # empty, not a torch checkpoint, truncated zip
+    if problem or not zipfile.is_zipfile(path):
+        return problem  # (a legacy torch file: read_checkpoint judges it)
     try:
         with zipfile.ZipFile(path) as zf:
             bad = zf.testzip()
@@ -174,7 +174,8 @@ def find_resumable_checkpoint(work_dir: str) -> tuple[str | None, list[str]]:
     """The checkpoint `--resume` (no path) should use, and one line per skipped candidate.
 
     Candidates: the file `last_checkpoint` names, then every `*.pth` in `work_dir`, newest
-    first (by modification time); the first that reads back wins.
+    first (by modification time); the first that reads back wins. A candidate that is a
+    symlink to a file outside the work dir is refused (`refuse_link_out_of`).
     """
     notes = []
     candidates = []
@@ -189,6 +190,7 @@ def find_resumable_checkpoint(work_dir: str) -> tuple[str | None, list[str]]:
     found = sorted(glob.glob(osp.join(work_dir, '*.pth')), key=osp.getmtime, reverse=True)
     candidates += [p for p in found if osp.abspath(p) not in map(osp.abspath, candidates)]
     for path in candidates:
+        refuse_link_out_of(path, work_dir)
         problem = checkpoint_problem(path)
         if problem is None:
             return path, notes
@@ -196,3 +198,17 @@ def find_resumable_checkpoint(work_dir: str) -> tuple[str | None, list[str]]:
     for part in glob.glob(osp.join(work_dir, '*' + PART_SUFFIX)):
         notes.append(f'resume: ignored {part}: an unfinished write (safe to delete)')
     return None, notes
+
+
+def refuse_link_out_of(path: str, work_dir: str) -> None:
+    """Raise ValueError when `path` is a symlink whose target lies outside `work_dir`: a
+    resume without a path takes only the work dir's own files (pass a checkpoint elsewhere
+    explicitly with --resume PATH)."""
+    if not osp.islink(path):
+        return
+    target = osp.realpath(path)
+    root = osp.realpath(work_dir)
+    if osp.commonpath([target, root]) != root:
+        raise ValueError(f'resume: {path} is a symlink to {target}, outside the work dir '
+                         f'{work_dir}; refusing it. If you trust that file, pass it with '
+                         '--resume PATH')

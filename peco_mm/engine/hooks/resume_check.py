@@ -6,7 +6,9 @@ pretraining checkpoint passed to a tokenizer run gives `loaded state dict has a 
 number of parameter groups`. `ResumeCheckHook` runs before mmengine resumes (in `before_run`,
 with the model built) and says in one line what differs: the model config stored in the
 checkpoint (`meta.cfg`, written by every mmengine run) against this run's, and the weights'
-names and shapes against this model's.
+names and shapes against this model's. The stored model config is read as data (the plain
+dict `meta.model_cfg`, or the text `meta.cfg` through `parse_config_text`): nothing in the
+checkpoint is run.
 """
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ from mmengine.config import Config
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 
+from ...models.checkpoint import read_checkpoint
+from ...models.stored_config import parse_config_text
 from ...registry import HOOKS
 
 # keys that say where weights come from, not what the model is
@@ -39,11 +43,9 @@ class ResumeCheckHook(Hook):
         if not self.checkpoint:
             return
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
-        try:  # mmap: only the pickled metadata is read now, not the tensors
-            ckpt = torch.load(self.checkpoint, map_location='cpu', mmap=True, weights_only=True)
-        except RuntimeError:  # a legacy (non-zip) file cannot be mapped
-            ckpt = torch.load(self.checkpoint, map_location='cpu', weights_only=True)
-        problems, fatal = compare_checkpoint(ckpt, runner.cfg, model)
+        # mmap: only the pickled metadata is read now, not the tensors
+        ckpt = read_checkpoint(self.checkpoint, mmap=True)
+        problems, fatal = compare_checkpoint(ckpt, runner.cfg, model, self.checkpoint)
         if not problems:
             return
         line = f'--resume {self.checkpoint} was written by another run: ' + '; '.join(problems)
@@ -53,11 +55,11 @@ class ResumeCheckHook(Hook):
         runner.logger.warning(line)
 
 
-def compare_checkpoint(ckpt: dict, cfg: Config, model: torch.nn.Module | None
-                       ) -> tuple[list[str], bool]:
+def compare_checkpoint(ckpt: dict, cfg: Config, model: torch.nn.Module | None,
+                       path: str = 'checkpoint') -> tuple[list[str], bool]:
     """(what differs, whether resuming cannot work) between a checkpoint and this run."""
     problems, fatal = [], False
-    old = stored_model_cfg(ckpt)
+    old = stored_model_cfg(ckpt, path)
     new = cfg.get('model')
     if old is not None and isinstance(new, dict):
         new = new.to_dict() if hasattr(new, 'to_dict') else dict(new)
@@ -77,15 +79,19 @@ def compare_checkpoint(ckpt: dict, cfg: Config, model: torch.nn.Module | None
     return problems, fatal
 
 
-def stored_model_cfg(ckpt: dict) -> dict | None:
-    text = ((ckpt or {}).get('meta') or {}).get('cfg') if isinstance(ckpt, dict) else None
-    if not isinstance(text, str):
+def stored_model_cfg(ckpt: dict, path: str = 'checkpoint') -> dict | None:
+    """The model config a checkpoint was written with: the plain dict `meta.model_cfg`
+    (`ArchitectureMetaHook`), else the `model` of the config text `meta.cfg` read as data
+    (`parse_config_text`; text that is not plain data is refused, never run)."""
+    meta = ckpt.get('meta') if isinstance(ckpt, dict) else None
+    if not isinstance(meta, dict):
         return None
-    try:
-        model = Config.fromstring(text, '.py').get('model')
-    except Exception:  # an unparsable config text: judge by the weights alone
+    if isinstance(meta.get('model_cfg'), dict):
+        return meta['model_cfg']
+    if not isinstance(meta.get('cfg'), str):
         return None
-    return model.to_dict() if hasattr(model, 'to_dict') else model
+    model = parse_config_text(meta['cfg'], f'{path} meta.cfg').get('model')
+    return model if isinstance(model, dict) else None
 
 
 def config_diffs(old, new, key: str) -> list[str]:

@@ -4,6 +4,7 @@
 
 - swaps mmengine's `CheckpointHook` for `AtomicCheckpointHook` (same arguments);
 - adds `NonFiniteLossHook` (config: `nonfinite_loss = dict(max_skips=0)`);
+- adds `ArchitectureMetaHook` (the model's arguments in every checkpoint as plain data);
 - on `--resume` without a path, picks the newest checkpoint of the work dir that reads back,
   and adds `ResumeCheckHook` to compare it with this run before mmengine resumes;
 
@@ -32,6 +33,8 @@ def add_safeguards(cfg: Config) -> list[str]:
     types = {str(h.get('type')).split('.')[-1] for h in custom if isinstance(h, dict)}
     if 'NonFiniteLossHook' not in types:
         custom.append(dict(type='NonFiniteLossHook', **(cfg.get('nonfinite_loss') or {})))
+    if 'ArchitectureMetaHook' not in types:  # checkpoints rebuild models from plain data
+        custom.append(dict(type='ArchitectureMetaHook'))
     if cfg.get('resume') and not cfg.get('load_from'):
         found, skipped = find_resumable_checkpoint(cfg.work_dir)
         notes += skipped

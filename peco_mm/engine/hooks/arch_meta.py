@@ -1,0 +1,38 @@
+"""Store what rebuilds the model in every checkpoint as plain data.
+
+mmengine's Runner stores the run's config only as Python text (`meta['cfg']`). Readers that
+need the model's arguments would have to parse that text; `ArchitectureMetaHook` writes them
+as plain dicts beside it, which the weights-only loader reads back as data:
+
+- `meta['tokenizer_arch']`: the architecture arguments (`ARCH_KEYS`) of the tokenizer, or of
+  a pretraining model's target generator: what `PeCoTokenizer.from_checkpoint` and
+  `FrozenPeCoTokenizer` rebuild it from;
+- `meta['model_cfg']`: the run's model config, which `ResumeCheckHook` compares with the
+  config of a run that resumes from the checkpoint.
+"""
+from __future__ import annotations
+
+from mmengine.hooks import Hook
+from mmengine.model import is_model_wrapper
+
+from ...models.stored_config import as_plain_data
+from ...registry import HOOKS
+
+
+@HOOKS.register_module()
+class ArchitectureMetaHook(Hook):
+    """Add `tokenizer_arch` and `model_cfg` to every checkpoint's meta (see the module
+    docstring); a value that is not plain data (e.g. a class in a lazy config) is left out."""
+    priority = 'VERY_LOW'
+
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        meta = checkpoint.setdefault('meta', {})
+        model = runner.model.module if is_model_wrapper(runner.model) else runner.model
+        tokenizer = (model if hasattr(model, 'arch_args')
+                     else getattr(model, 'target_generator', None))
+        arch = as_plain_data(getattr(tokenizer, 'arch_args', None))
+        if isinstance(arch, dict):
+            meta['tokenizer_arch'] = arch
+        model_cfg = as_plain_data(runner.cfg.get('model'))
+        if isinstance(model_cfg, dict):
+            meta['model_cfg'] = model_cfg

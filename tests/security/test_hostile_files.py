@@ -1,0 +1,268 @@
+"""Nothing runs from a file you load: every route that reads a weights file, against every
+hostile file of `hostile.py`, refuses it with a one-line error naming the file and what is
+wrong, and the marker the payloads would create never appears.
+
+Routes are called in-process (the tools through their `main(argv)`); a few run as the
+command a user types, to see the error as printed.
+"""
+import re
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from tests.conftest import ROOT, load_tool, run_tool
+from tests.security.hostile import CODE_IN_CONFIG, EXPECTED, build_corpus
+from tests.tools.conftest import isolated_mmengine  # noqa: F401
+
+TINY_TOK = dict(base_channels=4, channel_mult=(1, 2, 2), num_res_blocks=1, num_embeddings=16,
+                embed_dims=8, perceptual_weight=0.0)
+TINY_VIT = dict(arch=dict(embed_dims=16, num_layers=2, num_heads=2), img_size=32,
+                patch_size=8)
+LEGACY_TOKENIZER = ROOT / 'tests/security/data/legacy_tokenizer.pth'
+TINY_CLS = """
+_base_ = '{root}/configs/demo/finetune_tiny_cls.py'
+train_dataloader = dict(batch_size=2, dataset=dict(data_root='{data}'))
+val_dataloader = dict(batch_size=2, dataset=dict(data_root='{data}'))
+test_dataloader = val_dataloader
+param_scheduler = []
+train_cfg = dict(max_iters=2, val_interval=100)
+"""
+# the pretraining demo config with the committed tiny tokenizer (4x down, 8x8 codes at 32 px)
+TINY_PECO = """
+_base_ = '{root}/configs/demo/pretrain_tiny_photos.py'
+model = dict(backbone=dict(img_size=32, patch_size=4),
+             target_generator=dict(checkpoint='{tokenizer}'))
+"""
+
+
+@pytest.fixture(scope='module')
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp('hostile')
+    files, marker, texts = build_corpus(root)
+    from peco_mm.utils import make_class_folder
+    make_class_folder(root / 'data' / 'train', per_class=1, size=32)
+    make_class_folder(root / 'data' / 'val', per_class=1, size=32, seed=1)
+    (root / 'cls.py').write_text(TINY_CLS.format(root=ROOT, data=root / 'data'))
+    (root / 'peco.py').write_text(TINY_PECO.format(root=ROOT, tokenizer=LEGACY_TOKENIZER))
+    images = root / 'data' / 'val'
+    return SimpleNamespace(root=root, files=files, marker=marker, texts=texts, images=images,
+                           image=sorted(images.rglob('*.png'))[0], cls=root / 'cls.py',
+                           peco=root / 'peco.py')
+
+
+def check_refused(call, path, expected: str, marker) -> str:
+    """`call()` must raise (or exit) with one line naming `path` and matching `expected`."""
+    with pytest.raises((Exception, SystemExit)) as info:
+        call()
+    msg = str(info.value)
+    assert not marker.exists(), f'{path}: code ran ({msg})'
+    assert '\n' not in msg.strip(), msg
+    assert str(path) in msg and re.search(expected, msg), msg
+    return msg
+
+
+# ---- the routes: each reads `path` the way a user's command would ------------------------------
+def tokenizer_routes():
+    from peco_mm.tokenizer import FrozenPeCoTokenizer, PeCoTokenizer
+
+    def init_cfg(p, c):
+        PeCoTokenizer(**TINY_TOK, init_cfg=dict(type='Pretrained', checkpoint=str(p))
+                      ).init_weights()
+    return {
+        'PeCoTokenizer.from_checkpoint': lambda p, c: PeCoTokenizer.from_checkpoint(p),
+        'FrozenPeCoTokenizer': lambda p, c: FrozenPeCoTokenizer(str(p)),
+        'PeCoTokenizer init_cfg Pretrained': init_cfg,
+    }
+
+
+def model_routes():
+    from peco_mm.models import PeCoViT, ViTPyramidAdapter
+    from peco_mm.tokenizer.perceptual import PerceptualLoss, _load_torchvision_state
+
+    def pretrained(p):
+        return dict(type='Pretrained', checkpoint=str(p))
+
+    def head(p, c):
+        import mmpretrain.models  # noqa: F401  (registers the heads)
+        from mmengine.registry import DefaultScope
+        from mmpretrain.registry import MODELS
+        with DefaultScope.overwrite_default_scope('mmpretrain'):
+            MODELS.build(dict(type='LinearClsHead', num_classes=2, in_channels=16,
+                              init_cfg=pretrained(p))).init_weights()
+    return {
+        'PeCoViT.from_checkpoint': lambda p, c: PeCoViT.from_checkpoint(p),
+        'backbone init_cfg Pretrained': lambda p, c: PeCoViT(
+            **TINY_VIT, init_cfg=pretrained(p)).init_weights(),
+        'neck init_cfg Pretrained': lambda p, c: ViTPyramidAdapter(
+            16, init_cfg=pretrained(p)).init_weights(),
+        'head init_cfg Pretrained (mmpretrain)': head,
+        'perceptual network (vit)': lambda p, c: PerceptualLoss(
+            'vit', str(p), layers=(1,), vit_cfg=dict(num_heads=2)),
+        'perceptual network (torchvision)': lambda p, c: _load_torchvision_state(str(p),
+                                                                                 'vgg16'),
+    }
+
+
+def runner_routes():
+    """load_from and resume as mmengine's Runner does them, and the launcher's resume check."""
+    from peco_mm.engine.hooks import ResumeCheckHook
+    return {
+        'Runner.load_checkpoint (load_from)': lambda p, c: c.runner.load_checkpoint(str(p)),
+        'Runner.resume (--resume)': lambda p, c: c.runner.resume(str(p)),
+        'ResumeCheckHook (--resume)': lambda p, c: ResumeCheckHook(str(p)).before_run(c.runner),
+    }
+
+
+def main(name, *args):
+    return load_tool(name).main([str(a) for a in args])
+
+
+def tool_routes():
+    """Tools that reach the file within a fraction of a second."""
+    def convert(p, c):
+        load_tool('convert_checkpoint').convert_file(str(p), str(c.root / 'out' / 'conv.pth'))
+
+    return {
+        'tools/convert_checkpoint.py': convert,
+        'tools/tokenize_dataset.py': lambda p, c: main(
+            'tokenize_dataset', p, c.images, '--out', c.root / 'out' / 'codes.npz',
+            '--img-size', 32, '--workers', 0, '--device', 'cpu'),
+        'tools/visualize_reconstructions.py': lambda p, c: main(
+            'visualize_reconstructions', p, c.images, '--out', c.root / 'out' / 'r.png',
+            '--img-size', 32, '--device', 'cpu'),
+        'tools/visualize_mim.py --tokenizer': lambda p, c: main(
+            'visualize_mim', c.peco, LEGACY_TOKENIZER, c.image, '--tokenizer', p,
+            '--out', c.root / 'out' / 'mim', '--device', 'cpu'),
+        'tools/measure_code_agreement.py': lambda p, c: main(
+            'measure_code_agreement', '--checkpoint', p, '--images', c.images,
+            '--img-size', 32, '--num', 2),
+        'tools/measure_grad_share.py --perceptual-checkpoint': lambda p, c: main(
+            'measure_grad_share', '--perceptual-checkpoint', p, '--layers', 1, '--images',
+            c.images, '--img-size', 32, '--num', 2, '--lambdas', 1),
+        'tools/measure_grad_share.py --tokenizer': lambda p, c: main(
+            'measure_grad_share', '--tokenizer', p, '--images', c.images, '--img-size', 32,
+            '--num', 2, '--lambdas', 1),
+    }
+
+
+# tools that build a config's model or runner first (2-6 s a call): every hostile file the
+# gate refuses for a different reason would cost a minute, so each gets one file with code
+# in a pickle and one with code in its stored config, the two ways a route that bypassed
+# read_checkpoint would run code (the gate's answer to every file is checked above)
+HEAVY_SAMPLE = ('pickle_zip', 'cfg_expression')
+HEAVY_TOOLS = {
+    'tools/visualize_mim.py CHECKPOINT': lambda p, c: main(
+        'visualize_mim', c.peco, p, c.image, '--out', c.root / 'out' / 'mim', '--device',
+        'cpu'),
+    'tools/adversarial_eval.py': lambda p, c: main(
+        'adversarial_eval', c.cls, p, '--iters', 1, '--max-batches', 1, '--device', 'cpu'),
+    'tools/test.py': lambda p, c: main('test', c.cls, p, '--work-dir', c.root / 'work_t'),
+    'tools/train.py --resume PATH': lambda p, c: main(
+        'train', c.cls, '--work-dir', c.root / 'work_r', '--resume', p),
+    'tools/train.py --cfg-options load_from=PATH': lambda p, c: main(
+        'train', c.cls, '--work-dir', c.root / 'work_l', '--cfg-options', f'load_from={p}'),
+}
+ROUTES = {'tokenizer': tokenizer_routes, 'model': model_routes, 'runner': runner_routes,
+          'tool': tool_routes}
+
+
+@pytest.fixture(scope='module')
+def runner(corpus):
+    from mmengine.runner import Runner
+
+    from peco_mm.models import PeCoViT
+    return Runner(model=PeCoViT(**TINY_VIT), work_dir=str(corpus.root / 'work_runner'),
+                  experiment_name='hostile_runner')
+
+
+def refuse_all(routes: dict, names, corpus, runner) -> list[str]:
+    """Run every route on every named file; the failures, one line each."""
+    ctx = SimpleNamespace(**vars(corpus), runner=runner)
+    failures = []
+    for route, call in routes.items():
+        for name in names:
+            path = corpus.files[name]
+            try:
+                check_refused(lambda: call(path, ctx), path, EXPECTED[name], corpus.marker)
+            except BaseException as err:  # (pytest.fail's exception is a BaseException)
+                failures.append(f'{route} / {name}: {type(err).__name__} {str(err)[:300]}')
+    assert not corpus.marker.exists()
+    return failures
+
+
+@pytest.mark.parametrize('group', ['read_checkpoint', *ROUTES])
+def test_every_route_refuses_every_hostile_file(group, corpus, runner, monkeypatch,
+                                                isolated_mmengine):  # noqa: F811
+    from peco_mm.models.checkpoint import read_checkpoint
+    routes = ({'read_checkpoint': lambda p, c: read_checkpoint(p)} if group == 'read_checkpoint'
+              else ROUTES[group]())
+    monkeypatch.syspath_prepend(str(corpus.root))  # where the custom_imports plugin lies
+    failures = refuse_all(routes, EXPECTED, corpus, runner)
+    assert not failures, '\n'.join(failures)
+
+
+@pytest.mark.parametrize('route', HEAVY_TOOLS)
+def test_tools_that_build_first_refuse_code(route, corpus, runner, isolated_mmengine):  # noqa: F811
+    failures = refuse_all({route: HEAVY_TOOLS[route]}, HEAVY_SAMPLE, corpus, runner)
+    assert not failures, '\n'.join(failures)
+
+
+def test_the_corpus_is_live(corpus, monkeypatch):
+    """Read the trusting way (weights_only=False, mmengine's Config), every code-carrying
+    file of the corpus runs its payload: the refusals above are not refusals of inert files."""
+    from mmengine.config import Config
+    monkeypatch.syspath_prepend(str(corpus.root))
+    for name in ('pickle_zip', 'pickle_legacy', *CODE_IN_CONFIG):
+        if name.startswith('pickle'):
+            torch.load(corpus.files[name], weights_only=False)
+        else:
+            monkeypatch.delitem(sys.modules, 'evil_plugin', raising=False)
+            Config.fromstring(corpus.texts[name], '.py')
+        assert corpus.marker.exists(), name
+        corpus.marker.unlink()
+
+
+def test_auto_resume_refuses_a_symlink_out_of_the_work_dir(corpus, tmp_path,
+                                                           isolated_mmengine):  # noqa: F811
+    from peco_mm.engine.hooks import find_resumable_checkpoint
+    work = tmp_path / 'work'
+    work.mkdir()
+    torch.save({'meta': {'iter': 2}, 'state_dict': {}}, work / 'iter_2.pth')
+    link = work / 'iter_4.pth'
+    link.symlink_to(corpus.files['pickle_zip'])
+    (work / 'last_checkpoint').write_text(str(link))  # the newest, as a resume would take it
+    expected = rf'{link} is a symlink to {corpus.files["pickle_zip"]}, outside the work dir'
+    check_refused(lambda: find_resumable_checkpoint(str(work)), link, expected, corpus.marker)
+    check_refused(lambda: main('train', corpus.cls, '--work-dir', work, '--resume'), link,
+                  expected, corpus.marker)
+    inside = work / 'iter_6.pth'  # a link within the work dir is the work dir's own file
+    inside.symlink_to(work / 'iter_2.pth')
+    (work / 'last_checkpoint').write_text(str(inside))
+    assert find_resumable_checkpoint(str(work))[0] == str(inside)
+
+
+def test_a_tool_prints_the_refusal_as_one_line(corpus):
+    out = corpus.root / 'out' / 'cli.npz'
+    proc = run_tool(['tools/tokenize_dataset.py', corpus.files['cfg_import'], corpus.images,
+                     '--out', out, '--img-size', 32, '--workers', 0], check=False)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode != 0 and not corpus.marker.exists() and not out.exists()
+    assert str(corpus.files['cfg_import']) in last and re.search(EXPECTED['cfg_import'], last)
+
+
+def test_every_mmengine_scheme_reads_through_the_gate(corpus):
+    """load_from / resume / init_cfg go through mmengine's CheckpointLoader: every scheme it
+    knows (the local one included) is answered by peco_mm's loader, which reads local files
+    and URLs with read_checkpoint and refuses the remote stores it cannot read safely."""
+    from mmengine.runner.checkpoint import CheckpointLoader, _load_checkpoint
+
+    from peco_mm.engine.compat import MMENGINE_SCHEMES, load_from_weights_only
+    schemes = CheckpointLoader._schemes  # (mmengine's table; read only)
+    assert set(MMENGINE_SCHEMES) <= set(schemes)
+    assert {p: f for p, f in schemes.items() if f is not load_from_weights_only} == {}
+    for url in ('s3://bucket/a.pth', 'petrel://bucket/a.pth', 'pavi://model/a.pth',
+                'mmcls://resnet50'):
+        with pytest.raises(ValueError, match='local files and http'):
+            _load_checkpoint(url)

@@ -1,0 +1,122 @@
+"""Every URL is read weights-only: http(s):// checkpoints (load_from, resume, init_cfg
+Pretrained, torchvision:// names, a tokenizer) are downloaded once into torch hub's cache and
+read by the same gate as local files. No network: the server is a stand-in for urlopen, and
+the hostile files are placed in the cache as a finished download would leave them."""
+import email.message
+import hashlib
+import io
+import os
+import shutil
+
+import pytest
+import torch
+
+from tests.security.hostile import EXPECTED, build_corpus
+from tests.security.test_hostile_files import TINY_VIT, check_refused
+
+BASE = 'https://example.org/weights/'
+
+
+class Response(io.BytesIO):
+    def info(self):
+        return email.message.Message()
+
+
+@pytest.fixture
+def server(tmp_path, monkeypatch):
+    """URL -> bytes served; `requests` lists what was fetched. TORCH_HOME is a fresh folder."""
+    monkeypatch.setenv('TORCH_HOME', str(tmp_path / 'torch_home'))
+    served, requests = {}, []
+
+    def urlopen(req):
+        requests.append(req.full_url)
+        if req.full_url not in served:
+            raise AssertionError(f'unexpected download of {req.full_url}')
+        return Response(served[req.full_url])
+    monkeypatch.setattr(torch.hub, 'urlopen', urlopen)
+    return served, requests
+
+
+def cache_dir():
+    return torch.hub.get_dir() + '/checkpoints'
+
+
+def test_a_url_is_downloaded_once_then_read_like_a_file(server, tmp_path):
+    from peco_mm.models.checkpoint import read_checkpoint
+    served, requests = server
+    torch.save({'state_dict': {'w': torch.arange(3.)}}, tmp_path / 'w.pth')
+    served[BASE + 'w.pth'] = (tmp_path / 'w.pth').read_bytes()
+    for _ in range(2):
+        ckpt = read_checkpoint(BASE + 'w.pth')
+        torch.testing.assert_close(ckpt['state_dict']['w'], torch.arange(3.))
+    assert requests == [BASE + 'w.pth']  # the second read came from the cache
+    assert (tmp_path / 'torch_home/hub/checkpoints/w.pth').read_bytes() == served[BASE + 'w.pth']
+
+
+def test_the_hash_in_the_file_name_is_checked(server, tmp_path):
+    from peco_mm.models.checkpoint import read_checkpoint
+    served, _ = server
+    torch.save({'state_dict': {'w': torch.ones(2)}}, tmp_path / 'w.pth')
+    data = (tmp_path / 'w.pth').read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    served[BASE + f'tiny-{digest[:8]}.pth'] = data
+    assert 'state_dict' in read_checkpoint(BASE + f'tiny-{digest[:8]}.pth')
+    wrong = 'tiny-00000000.pth' if not digest.startswith('00000000') else 'tiny-11111111.pth'
+    served[BASE + wrong] = data
+    with pytest.raises(ValueError, match=rf'{wrong}: invalid hash value .*discarded'):
+        read_checkpoint(BASE + wrong)
+    assert sorted(os.listdir(cache_dir())) == [f'tiny-{digest[:8]}.pth']  # nothing kept
+
+
+def test_hostile_urls_on_every_route(server, tmp_path):
+    """The cache holds what a download of each URL left; every route refuses it."""
+    from mmengine.runner import Runner
+    from mmengine.runner.checkpoint import get_torchvision_models
+
+    from peco_mm.models import PeCoViT
+    from peco_mm.tokenizer import FrozenPeCoTokenizer
+    files, marker, _ = build_corpus(tmp_path)
+    os.makedirs(cache_dir())
+    for name, path in files.items():
+        shutil.copy(path, f'{cache_dir()}/{path.name}')
+    resnet = os.path.basename(get_torchvision_models()['resnet18'])
+    shutil.copy(files['pickle_zip'], f'{cache_dir()}/{resnet}')
+    runner = Runner(model=PeCoViT(**TINY_VIT), work_dir=str(tmp_path / 'work'),
+                    experiment_name='hostile_urls')
+
+    def head(url):
+        import mmpretrain.models  # noqa: F401
+        from mmengine.registry import DefaultScope
+        from mmpretrain.registry import MODELS
+        with DefaultScope.overwrite_default_scope('mmpretrain'):
+            MODELS.build(dict(type='LinearClsHead', num_classes=2, in_channels=16,
+                              init_cfg=dict(type='Pretrained', checkpoint=url))).init_weights()
+    routes = {
+        'load_from': runner.load_checkpoint,
+        'resume': runner.resume,
+        'backbone init_cfg': lambda url: PeCoViT(
+            **TINY_VIT, init_cfg=dict(type='Pretrained', checkpoint=url)).init_weights(),
+        'head init_cfg (mmpretrain)': head,
+        'FrozenPeCoTokenizer': FrozenPeCoTokenizer,
+    }
+    for route, call in routes.items():
+        for name, path in files.items():
+            local = f'{cache_dir()}/{path.name}'
+            check_refused(lambda: call(BASE + path.name), local, EXPECTED[name], marker)
+    check_refused(lambda: runner.load_checkpoint('torchvision://resnet18'),
+                  f'{cache_dir()}/{resnet}', EXPECTED['pickle_zip'], marker)
+    assert server[1] == []  # nothing was downloaded
+
+
+def test_a_good_url_initialises_a_backbone(server, tmp_path):
+    from peco_mm.models import PeCoViT
+    served, _ = server
+    torch.manual_seed(0)
+    src = PeCoViT(**TINY_VIT)
+    torch.save({'state_dict': {f'backbone.{k}': v for k, v in src.state_dict().items()}},
+               tmp_path / 'vit.pth')
+    served[BASE + 'vit.pth'] = (tmp_path / 'vit.pth').read_bytes()
+    dst = PeCoViT(**TINY_VIT, init_cfg=dict(type='Pretrained', checkpoint=BASE + 'vit.pth'))
+    dst.init_weights()
+    for k, v in src.state_dict().items():
+        torch.testing.assert_close(dst.state_dict()[k], v)
