@@ -107,8 +107,12 @@ def main(argv=None) -> int:
     from mmengine.registry import init_default_scope
 
     import peco_mm  # noqa: F401  (registers peco_mm types)
-    from peco_mm.engine.launch import check_dataset_paths, load_config
+    from peco_mm.engine.launch import check_dataset_paths, load_config, sync_with_model
     cfg = load_config(args.config, args.cfg_options)
+    try:  # e.g. a label check whose classes differ from the model's
+        sync_with_model(cfg)
+    except ValueError as e:
+        raise SystemExit(f'check_dataset.py: {e}')
     init_default_scope(cfg.get('default_scope', 'mmengine'))
     splits = args.split or [s for s in SPLITS if cfg.get(f'{s}_dataloader')]
     try:  # a missing data_root / ann_file: one line with the expected layout

@@ -109,6 +109,7 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
         apply_test_flags(cfg, out=out, show_dir=show_dir, show_interval=show_interval)
         check_dataset_paths(cfg, phases=('test',))
     add_vis_backends(cfg, vis_backends)
+    sync_with_model(cfg)
     notes = [fall_back_to_fp32_on_cpu(cfg), sharded_clip_note(cfg)]
     malloc_note = apply_cpu_malloc((cfg.get('env_cfg') or {}).get('cpu_malloc', 'auto'),
                                    torch.cuda.is_available())
@@ -422,6 +423,12 @@ def check_dataset_paths(cfg: Config, phases: tuple[str, ...] = ('train', 'val', 
                 raise FileNotFoundError(
                     f'{loader}: dataset {dtype} ann_file {path!r} does not exist. Expected '
                     f'layout: {layout}.')
+
+
+def sync_with_model(cfg: Config) -> None:
+    """Settings that follow the model: the label check's number of classes (seg configs)."""
+    from ..datasets.seg_checks import set_label_check_classes
+    set_label_check_classes(cfg)
 
 
 def shutdown_distributed() -> None:
