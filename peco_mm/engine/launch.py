@@ -426,8 +426,11 @@ def check_dataset_paths(cfg: Config, phases: tuple[str, ...] = ('train', 'val', 
 
 
 def sync_with_model(cfg: Config) -> None:
-    """Settings that follow the model: the label check's number of classes (seg configs)."""
+    """Refuse unknown hook / model keys (naming the nearest valid one); fill in the settings
+    that follow the model: the label check's number of classes (seg configs)."""
     from ..datasets.seg_checks import set_label_check_classes
+    from .config_keys import check_config_keys
+    check_config_keys(cfg)
     set_label_check_classes(cfg)
 
 
