@@ -2,11 +2,12 @@
 run gets (atomic checkpoints, a non-finite loss guard, a resume check)."""
 from .checkpoint import AtomicCheckpointHook, find_resumable_checkpoint
 from .codebook_health import CodebookHealthHook, find_quantizer
+from .load_check import LoadFromCheckHook
 from .nonfinite import NonFiniteLossHook
 from .reconstruction_vis import ReconstructionVisHook
 from .resume_check import ResumeCheckHook
 from .safeguards import add_safeguards, guard_train_data
 
-__all__ = ['AtomicCheckpointHook', 'CodebookHealthHook', 'NonFiniteLossHook',
+__all__ = ['AtomicCheckpointHook', 'CodebookHealthHook', 'LoadFromCheckHook', 'NonFiniteLossHook',
            'ReconstructionVisHook', 'ResumeCheckHook', 'add_safeguards',
            'find_quantizer', 'find_resumable_checkpoint', 'guard_train_data']

@@ -6,6 +6,8 @@
 - adds `NonFiniteLossHook` (config: `nonfinite_loss = dict(max_skips=0)`);
 - on `--resume` without a path, picks the newest checkpoint of the work dir that reads back,
   and adds `ResumeCheckHook` to compare it with this run before mmengine resumes;
+- with `load_from` (no resume), adds `LoadFromCheckHook`: the checkpoint's target generator
+  must fit this model's;
 
 It returns the lines to log (skipped checkpoints), as the launcher's other notes. Once the
 runner is built, `guard_train_data(runner)` wraps the training dataset in `BadSampleGuard`
@@ -28,7 +30,8 @@ def add_safeguards(cfg: Config) -> list[str]:
             '.')[-1] == 'CheckpointHook':
         ckpt_hook.type = 'AtomicCheckpointHook'
     custom = [h for h in cfg.get('custom_hooks') or []  # a dumped config's stale one
-              if not (isinstance(h, dict) and h.get('type') == 'ResumeCheckHook')]
+              if not (isinstance(h, dict)
+                      and h.get('type') in ('ResumeCheckHook', 'LoadFromCheckHook'))]
     types = {str(h.get('type')).split('.')[-1] for h in custom if isinstance(h, dict)}
     if 'NonFiniteLossHook' not in types:
         custom.append(dict(type='NonFiniteLossHook', **(cfg.get('nonfinite_loss') or {})))
@@ -48,6 +51,8 @@ def add_safeguards(cfg: Config) -> list[str]:
                                 '(--resume without a path takes it).' if found else ''))
     if cfg.get('resume') and cfg.get('load_from'):
         custom.append(dict(type='ResumeCheckHook', checkpoint=cfg.load_from))
+    elif cfg.get('load_from'):  # the frozen tokenizer must fit, as for a resume
+        custom.append(dict(type='LoadFromCheckHook', checkpoint=cfg.load_from))
     cfg.custom_hooks = custom
     return notes
 
