@@ -6,6 +6,8 @@
 - adds `NonFiniteLossHook` (config: `nonfinite_loss = dict(max_skips=0)`);
 - on `--resume` without a path, picks the newest checkpoint of the work dir that reads back,
   and adds `ResumeCheckHook` to compare it with this run before mmengine resumes;
+- on resume, reads the frozen target generator from the resumed checkpoint when its own
+  file is gone (the checkpoint holds its weights);
 - with `load_from` (no resume), adds `LoadFromCheckHook`: the checkpoint's target generator
   must fit this model's;
 
@@ -16,6 +18,8 @@ runner is built, `guard_train_data(runner)` wraps the training dataset in `BadSa
 config, so the config dumped into the work dir keeps the user's dataset unchanged.
 """
 from __future__ import annotations
+
+import os.path as osp
 
 from mmengine.config import Config, ConfigDict
 
@@ -51,9 +55,37 @@ def add_safeguards(cfg: Config) -> list[str]:
                                 '(--resume without a path takes it).' if found else ''))
     if cfg.get('resume') and cfg.get('load_from'):
         custom.append(dict(type='ResumeCheckHook', checkpoint=cfg.load_from))
+        notes += frozen_weights_from_resumed(cfg)
     elif cfg.get('load_from'):  # the frozen tokenizer must fit, as for a resume
         custom.append(dict(type='LoadFromCheckHook', checkpoint=cfg.load_from))
     cfg.custom_hooks = custom
+    return notes
+
+
+def frozen_weights_from_resumed(cfg: Config) -> list[str]:
+    """On resume, a target generator whose weights file is gone reads them from the checkpoint
+    being resumed, which holds them (`target_generator.*`); returns the lines to log."""
+    tg = (cfg.get('model') or {}).get('target_generator')
+    if not isinstance(tg, dict):
+        return []
+    notes = []
+
+    def gone(path) -> bool:
+        return bool(path) and '://' not in str(path) and not osp.isfile(str(path))
+
+    def use_resumed(node: dict, key: str, name: str) -> None:
+        if gone(node.get(key)):
+            notes.append(f'resume: model.target_generator.{name}={node[key]!r} not found; the '
+                         f'frozen tokenizer is read from {cfg.load_from}, which holds its '
+                         'weights')
+            node[key] = cfg.load_from
+    for key in ('checkpoint', 'pretrained'):
+        use_resumed(tg, key, key)
+    inits = tg.get('init_cfg')
+    for i, init in enumerate(inits if isinstance(inits, list) else [inits]):
+        if isinstance(init, dict) and init.get('type') == 'Pretrained':
+            use_resumed(init, 'checkpoint',
+                        'init_cfg' + (f'.{i}' if isinstance(inits, list) else '') + '.checkpoint')
     return notes
 
 
