@@ -170,11 +170,22 @@ def checkpoint_problem(path: str) -> str | None:
     return f'corrupt member {bad}' if bad else None
 
 
+def in_work_dir(named: str, work_dir: str, notes: list[str]) -> str:
+    """The file `last_checkpoint` names, taken from `work_dir` (by its file name)."""
+    local = osp.join(work_dir, osp.basename(named))
+    if osp.abspath(named) != osp.abspath(local):
+        notes.append(f'resume: last_checkpoint names {named}, outside this work dir (a copied '
+                     f'or moved work dir?); looking for {osp.basename(named)} in {work_dir}')
+    return local
+
+
 def find_resumable_checkpoint(work_dir: str) -> tuple[str | None, list[str]]:
     """The checkpoint `--resume` (no path) should use, and one line per skipped candidate.
 
     Candidates: the file `last_checkpoint` names, then every `*.pth` in `work_dir`, newest
-    first (by modification time); the first that reads back wins.
+    first (by modification time); the first that reads back wins. `last_checkpoint` holds
+    the path the run wrote, so in a copied or moved work dir it names the original folder:
+    its file name is looked up in `work_dir` instead (and a note says so).
     """
     notes = []
     candidates = []
@@ -183,7 +194,7 @@ def find_resumable_checkpoint(work_dir: str) -> tuple[str | None, list[str]]:
         with open(pointer) as f:
             named = f.read().strip()
         if named:
-            candidates.append(named)
+            candidates.append(in_work_dir(named, work_dir, notes))
         else:
             notes.append(f'{pointer} is empty (written when the run was killed?)')
     found = sorted(glob.glob(osp.join(work_dir, '*.pth')), key=osp.getmtime, reverse=True)

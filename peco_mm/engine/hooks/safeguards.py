@@ -44,8 +44,9 @@ def add_safeguards(cfg: Config) -> list[str]:
         notes += skipped
         if found:
             cfg.load_from = found
-            if skipped:
-                notes.append(f'resume: using {found}, the newest checkpoint that reads back')
+            passed_over = any(n.startswith('resume: skipped') for n in skipped)
+            notes.append(f'resume: using {found}' + (', the newest checkpoint that reads back'
+                                                     if passed_over else ''))
     elif cfg.get('resume') and cfg.get('load_from'):
         problem = checkpoint_problem(cfg.load_from)
         if problem:
