@@ -27,3 +27,43 @@ def test_copied_work_dir_resumes_from_its_own_files(tmp_path):
     (copy / 'last_checkpoint').write_text('iter_2.pth')  # a relative name: in the work dir
     assert find_resumable_checkpoint(str(copy))[0] == str(copy / 'iter_2.pth')
 
+
+def test_disk_full_during_a_save(tmp_path, cls_data, isolated_mmengine, monkeypatch):
+    import errno
+
+    import pytest
+    from mmengine.fileio.backends import local_backend
+
+    from peco_mm.engine.launch import run
+    from tests.reliability.conftest import run_log, scalars, write_cls
+    put = local_backend.LocalBackend.put
+    saves = []
+
+    def put_until_full(self, obj, filepath):
+        if '.pth' not in str(filepath):
+            return put(self, obj, filepath)
+        saves.append(filepath)
+        if len(saves) < 2:
+            return put(self, obj, filepath)
+        with open(filepath, 'wb') as f:  # the disk fills up half-way through iter_4
+            f.write(obj[:len(obj) // 2])
+        raise OSError(errno.ENOSPC, 'No space left on device')
+
+    cfg = write_cls(tmp_path / 'cls.py', cls_data, iters=4, interval=2, keep=2)
+    work = tmp_path / 'work'
+    monkeypatch.setattr(local_backend.LocalBackend, 'put', put_until_full)
+    with pytest.raises(OSError) as err:
+        run(str(cfg), str(work))
+    monkeypatch.undo()
+    part = work / 'iter_4.pth.part'
+    assert err.value.errno == errno.ENOSPC
+    assert str(err.value).startswith(f'[Errno 28] No space left on device while writing {part} '
+                                     '(')
+    assert f'MiB free in {work}); the unfinished file was removed' in str(err.value)
+    assert not part.exists() and (work / 'iter_2.pth').is_file()
+    assert (work / 'last_checkpoint').read_text().strip().endswith('iter_2.pth')
+    (work / 'iter_4.pth.part').write_bytes(b'\0' * 1000)  # as a kill in the write leaves it
+    run(str(cfg), str(work), resume='auto')
+    assert [r['iter'] for r in scalars(work) if 'loss' in r] == [3, 4]
+    assert f'resume: removed {part} (0.0 MiB), an unfinished write' in run_log(work)
+    assert not part.exists() and torch.load(work / 'iter_4.pth', weights_only=True)

@@ -4,7 +4,7 @@
 
 - swaps mmengine's `CheckpointHook` for `AtomicCheckpointHook` (same arguments);
 - adds `NonFiniteLossHook` (config: `nonfinite_loss = dict(max_skips=0)`);
-- on `--resume` without a path, picks the newest checkpoint of the work dir that reads back,
+- on `--resume`, removes the `.part` files of unfinished writes; without a path, picks the newest checkpoint of the work dir that reads back,
   and adds `ResumeCheckHook` to compare it with this run before mmengine resumes;
 - on resume, reads the frozen target generator from the resumed checkpoint when its own
   file is gone (the checkpoint holds its weights);
@@ -23,7 +23,8 @@ import os.path as osp
 
 from mmengine.config import Config, ConfigDict
 
-from .checkpoint import checkpoint_problem, find_resumable_checkpoint
+from .checkpoint import (checkpoint_problem, find_resumable_checkpoint,
+                         remove_unfinished_writes)
 
 
 def add_safeguards(cfg: Config) -> list[str]:
@@ -39,6 +40,8 @@ def add_safeguards(cfg: Config) -> list[str]:
     types = {str(h.get('type')).split('.')[-1] for h in custom if isinstance(h, dict)}
     if 'NonFiniteLossHook' not in types:
         custom.append(dict(type='NonFiniteLossHook', **(cfg.get('nonfinite_loss') or {})))
+    if cfg.get('resume'):
+        notes += remove_unfinished_writes(cfg.work_dir)
     if cfg.get('resume') and not cfg.get('load_from'):
         found, skipped = find_resumable_checkpoint(cfg.work_dir)
         notes += skipped
