@@ -4,8 +4,9 @@
 
 - swaps mmengine's `CheckpointHook` for `AtomicCheckpointHook` (same arguments);
 - adds `NonFiniteLossHook` (config: `nonfinite_loss = dict(max_skips=0)`);
-- on `--resume`, removes the `.part` files of unfinished writes; without a path, picks the newest checkpoint of the work dir that reads back,
-  and adds `ResumeCheckHook` to compare it with this run before mmengine resumes;
+- on `--resume`, removes the `.part` files of unfinished writes; without a path, picks the
+  newest checkpoint of the work dir that reads back; adds `ResumeCheckHook` to compare the
+  checkpoint with this run before mmengine resumes;
 - on resume, reads the frozen target generator from the resumed checkpoint when its own
   file is gone (the checkpoint holds its weights);
 - with `load_from` (no resume), adds `LoadFromCheckHook`: the checkpoint's target generator
