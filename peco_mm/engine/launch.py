@@ -113,8 +113,10 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
     notes = [fall_back_to_fp32_on_cpu(cfg), sharded_clip_note(cfg)]
     malloc_note = apply_cpu_malloc((cfg.get('env_cfg') or {}).get('cpu_malloc', 'auto'),
                                    torch.cuda.is_available())
-    if mode == 'train':  # atomic checkpoints, NaN guard, resume fallback and check
+    if mode == 'train':  # one run per work dir; atomic checkpoints, NaN guard, resume checks
         from .hooks.safeguards import add_safeguards, guard_train_data
+        from .work_dir_lock import lock_work_dir
+        notes.append(lock_work_dir(cfg.work_dir))
         notes += add_safeguards(cfg)
     setup_cpu_distributed(cfg)
     runner = build_runner(cfg)
@@ -125,7 +127,9 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
     if malloc_note:
         runner.logger.info(malloc_note)
     if mode == 'train':
+        from .work_dir_lock import unlock_work_dir
         runner.train()
+        unlock_work_dir(cfg.work_dir)
         return RunResult(runner, None)
     metrics = runner.test()
     if out and out.endswith(('.json', '.yaml', '.yml')) and is_rank_zero():

@@ -67,3 +67,48 @@ def test_disk_full_during_a_save(tmp_path, cls_data, isolated_mmengine, monkeypa
     assert [r['iter'] for r in scalars(work) if 'loss' in r] == [3, 4]
     assert f'resume: removed {part} (0.0 MiB), an unfinished write' in run_log(work)
     assert not part.exists() and torch.load(work / 'iter_4.pth', weights_only=True)
+
+
+def write_lock(work, pid, host=None):
+    import json
+    import socket
+    work.mkdir(parents=True, exist_ok=True)
+    (work / '.peco_lock').write_text(json.dumps(dict(host=host or socket.gethostname(), pid=pid,
+                                                     started='2026-01-01T00:00:00')))
+
+
+def test_second_run_in_a_work_dir_is_refused(tmp_path, cls_data, isolated_mmengine,
+                                             monkeypatch):
+    import socket
+    import subprocess
+    import sys
+
+    import pytest
+
+    from peco_mm.engine.launch import run
+    from tests.reliability.conftest import run_log, write_cls
+    cfg = write_cls(tmp_path / 'cls.py', cls_data, iters=1, interval=1)
+    work = tmp_path / 'work'
+    other = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])
+    try:
+        write_lock(work, other.pid)  # a live run on this host holds the work dir
+        with pytest.raises(RuntimeError) as err:
+            run(str(cfg), str(work))
+        msg = str(err.value)
+        assert msg.startswith(f'work dir {work} is in use by another training run (pid '
+                              f'{other.pid} on host {socket.gethostname()}, started '
+                              f'2026-01-01T00:00:00; lock file {work / ".peco_lock"})')
+        assert 'PECO_MM_IGNORE_WORK_DIR_LOCK=1' in msg
+        assert not list(work.glob('*.pth')) and not list(work.glob('*/*.log'))
+        monkeypatch.setenv('PECO_MM_IGNORE_WORK_DIR_LOCK', '1')  # the documented override
+        run(str(cfg), str(work))
+        assert 'taken over because PECO_MM_IGNORE_WORK_DIR_LOCK=1' in run_log(work)
+        monkeypatch.delenv('PECO_MM_IGNORE_WORK_DIR_LOCK')
+    finally:
+        other.kill()
+        other.wait()
+    write_lock(work, other.pid)  # the same pid, now dead: a stale lock
+    run(str(cfg), str(work / 'stale'))  # another work dir is not affected by it
+    run(str(cfg), str(work), {'train_cfg.max_iters': 2}, resume='auto')
+    assert f'took over the stale lock of pid {other.pid} on host' in run_log(work)
+    assert not (work / '.peco_lock').exists()  # released at the end of the run
