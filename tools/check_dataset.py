@@ -7,7 +7,9 @@ processes: empty or unreadable files, images that do not decode (corrupt, trunca
 maps that are RGB or not the size of their image. Prints one line per bad file with the reason
 and exits with status 1 if there is any (0 when all are good). A progress bar goes to stderr.
 
-Missing files of a COCO annotation file are reported when the dataset is built.
+Missing files of a COCO annotation file, and categories that do not match the config's
+classes, are reported when the dataset is built; boxes the dataset drops (zero or negative
+size, NaN, unknown category, outside the image) are counted in one NOTE line per file.
 """
 import argparse
 import os.path as osp
@@ -49,9 +51,10 @@ def leaf_datasets(dataset):
 
 
 def collect_samples(cfg, splits):
-    """{split: [(image path, label path or None), ...]} and [(what, why)] for build errors."""
+    """{split: [(image path, label path or None), ...]}, [(what, why)] for build errors, and
+    the datasets' notes (e.g. dropped COCO boxes)."""
     from mmengine.registry import DATASETS
-    samples, errors = {}, []
+    samples, errors, notes = {}, [], []
     for split in splits:
         loader = cfg.get(f'{split}_dataloader')
         if not loader or not loader.get('dataset'):
@@ -65,11 +68,13 @@ def collect_samples(cfg, splits):
             continue
         pairs = []
         for ds in leaf_datasets(dataset):
+            if getattr(ds, 'dropped_report', None):
+                notes.append(ds.dropped_report)
             for i in range(len(ds)):
                 info = ds.get_data_info(i)
                 pairs.append((info.get('img_path'), info.get('seg_map_path')))
         samples[split] = list(dict.fromkeys(pairs))  # a file shared by two splits: once each
-    return samples, errors
+    return samples, errors, list(dict.fromkeys(notes))
 
 
 def check(pairs, workers: int):
@@ -102,21 +107,27 @@ def main(argv=None) -> int:
     from mmengine.registry import init_default_scope
 
     import peco_mm  # noqa: F401  (registers peco_mm types)
-    from peco_mm.engine.launch import check_dataset_paths, load_config
+    from peco_mm.engine.launch import check_dataset_paths, load_config, sync_with_model
     cfg = load_config(args.config, args.cfg_options)
+    try:  # e.g. a label check whose classes differ from the model's
+        sync_with_model(cfg)
+    except ValueError as e:
+        raise SystemExit(f'check_dataset.py: {e}')
     init_default_scope(cfg.get('default_scope', 'mmengine'))
     splits = args.split or [s for s in SPLITS if cfg.get(f'{s}_dataloader')]
     try:  # a missing data_root / ann_file: one line with the expected layout
         check_dataset_paths(cfg, phases=tuple(splits))
     except FileNotFoundError as e:
         raise SystemExit(f'check_dataset.py: {e}')
-    samples, bad = collect_samples(cfg, splits)
+    samples, bad, notes = collect_samples(cfg, splits)
     pairs = list(dict.fromkeys(p for split in samples.values() for p in split))
     n_img = len({p[0] for p in pairs if p[0]})
     n_seg = len({p[1] for p in pairs if p[1]})
     print(f'checking {n_img} images' + (f' and {n_seg} label maps' if n_seg else '')
           + f' of {", ".join(samples) or "no split"} with {args.workers} workers', flush=True)
     bad += check(pairs, args.workers)
+    for note in notes:
+        print(f'NOTE {note}')
     for path, reason in bad:
         print(f'BAD {path}: {reason}')
     print(f'{len(bad)} bad file(s)' if bad else 'all files are good')

@@ -109,11 +109,14 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
         apply_test_flags(cfg, out=out, show_dir=show_dir, show_interval=show_interval)
         check_dataset_paths(cfg, phases=('test',))
     add_vis_backends(cfg, vis_backends)
+    sync_with_model(cfg)
     notes = [fall_back_to_fp32_on_cpu(cfg), sharded_clip_note(cfg)]
     malloc_note = apply_cpu_malloc((cfg.get('env_cfg') or {}).get('cpu_malloc', 'auto'),
                                    torch.cuda.is_available())
-    if mode == 'train':  # atomic checkpoints, NaN guard, resume fallback and check
+    if mode == 'train':  # one run per work dir; atomic checkpoints, NaN guard, resume checks
         from .hooks.safeguards import add_safeguards, guard_train_data
+        from .work_dir_lock import lock_work_dir
+        notes.append(lock_work_dir(cfg.work_dir))
         notes += add_safeguards(cfg)
     setup_cpu_distributed(cfg)
     runner = build_runner(cfg)
@@ -124,7 +127,9 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
     if malloc_note:
         runner.logger.info(malloc_note)
     if mode == 'train':
+        from .work_dir_lock import unlock_work_dir
         runner.train()
+        unlock_work_dir(cfg.work_dir)
         return RunResult(runner, None)
     metrics = runner.test()
     if out and out.endswith(('.json', '.yaml', '.yml')) and is_rank_zero():
@@ -422,6 +427,15 @@ def check_dataset_paths(cfg: Config, phases: tuple[str, ...] = ('train', 'val', 
                 raise FileNotFoundError(
                     f'{loader}: dataset {dtype} ann_file {path!r} does not exist. Expected '
                     f'layout: {layout}.')
+
+
+def sync_with_model(cfg: Config) -> None:
+    """Refuse unknown hook / model keys (naming the nearest valid one); fill in the settings
+    that follow the model: the label check's number of classes (seg configs)."""
+    from ..datasets.seg_checks import set_label_check_classes
+    from .config_keys import check_config_keys
+    check_config_keys(cfg)
+    set_label_check_classes(cfg)
 
 
 def shutdown_distributed() -> None:

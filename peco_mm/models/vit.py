@@ -13,6 +13,7 @@ State-dict names follow timm / unilm BEiT (`patch_embed.proj`, `blocks.{i}.attn.
 from __future__ import annotations
 
 import copy
+import difflib
 import math
 from typing import Sequence
 
@@ -39,6 +40,7 @@ ARCH_ZOO: dict[str, dict] = {
     'test': dict(embed_dims=64, num_layers=2, num_heads=4, mlp_ratio=4.0),
 }
 OUT_TYPES = ('cls_token', 'avg_featmap', 'featmap')
+ARCH_KEYS = ('embed_dims', 'num_layers', 'num_heads', 'mlp_ratio')  # of an `arch` dict
 
 
 class PatchEmbed(nn.Module):
@@ -143,6 +145,12 @@ class PeCoViT(BaseModule):
                                  'embed_dims, num_layers, num_heads')
             arch = ARCH_ZOO[arch]
         else:
+            unknown = sorted(set(arch) - set(ARCH_KEYS), key=str)
+            if unknown:
+                near = difflib.get_close_matches(str(unknown[0]), ARCH_KEYS, n=1)
+                raise ValueError(f'arch dict has unknown keys {unknown}'
+                                 + (f' (did you mean {near[0]!r}?)' if near else '')
+                                 + f'; allowed: {list(ARCH_KEYS)}')
             missing = {'embed_dims', 'num_layers', 'num_heads'} - set(arch)
             if missing:
                 raise ValueError(f'arch dict is missing {sorted(missing)}')

@@ -42,22 +42,31 @@ def find_images(root: str | Path) -> list[str]:
 
 
 def read_rgb(path: str | Path, size: int | None = None) -> np.ndarray:
-    """(H, W, 3) uint8 RGB (grey, RGBA, palette, CMYK converted). With `size`: the short side
-    resized to `size` (bicubic) and the centre `size` x `size` crop."""
+    """(H, W, 3) uint8 RGB, decoded as training decodes it (mmcv's `LoadImageFromFile`
+    defaults: mmengine's file backend, `mmcv.imfrombytes(flag='color', backend='cv2')`), so a
+    tool sees the pixels the model was trained on: grey and palette images as RGB, alpha
+    dropped, 16-bit images scaled to 8 bits (value / 256), not clipped. With `size`: the short
+    side resized to `size` (bicubic) and the centre `size` x `size` crop."""
+    import mmcv
+    from mmengine import fileio
     from PIL import Image
     try:
-        with Image.open(path) as im:
-            im = im.convert('RGB')
-            if size is not None:
-                w, h = im.size
-                s = size / min(w, h)
-                im = im.resize((max(size, round(w * s)), max(size, round(h * s))),
-                               Image.BICUBIC)
-                left, top = (im.size[0] - size) // 2, (im.size[1] - size) // 2
-                im = im.crop((left, top, left + size, top + size))
-            return np.asarray(im)
-    except (OSError, ValueError) as err:
+        data = fileio.get(str(path))
+        img = mmcv.imfrombytes(data, flag='color', channel_order='rgb', backend='cv2') \
+            if data else None
+    except Exception as err:  # noqa: BLE001 (OSError, cv2.error)
         raise ValueError(f'cannot read image {str(path)!r}: {err}') from err
+    if img is None:
+        raise ValueError(f'cannot read image {str(path)!r}: not a decodable image '
+                         f'({len(data or b"")} bytes)')
+    if size is None:
+        return img
+    im = Image.fromarray(img)
+    w, h = im.size
+    s = size / min(w, h)
+    im = im.resize((max(size, round(w * s)), max(size, round(h * s))), Image.BICUBIC)
+    left, top = (im.size[0] - size) // 2, (im.size[1] - size) // 2
+    return np.asarray(im.crop((left, top, left + size, top + size)))
 
 
 # ---- normalisation ---------------------------------------------------------------------------
@@ -68,7 +77,9 @@ def _stats(v: Sequence[float], ref: torch.Tensor) -> torch.Tensor:
 def normalize(rgb: np.ndarray | torch.Tensor, mean: Sequence[float] = TOKENIZER_MEAN,
               std: Sequence[float] = TOKENIZER_STD) -> torch.Tensor:
     """uint8 RGB (H, W, 3) or (B, H, W, 3) -> float (3, H, W) / (B, 3, H, W), (x - mean) / std."""
-    x = torch.as_tensor(np.ascontiguousarray(rgb)).float()
+    if isinstance(rgb, np.ndarray):  # torch warns on a read-only array (e.g. from PIL)
+        rgb = np.require(rgb, requirements=('C', 'W'))
+    x = torch.as_tensor(rgb).float()
     x = x.movedim(-1, -3)  # channels first
     return (x - _stats(mean, x)) / _stats(std, x)
 

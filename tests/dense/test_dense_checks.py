@@ -11,13 +11,14 @@ from PIL import Image
 
 import peco_mm  # noqa: F401
 from peco_mm.datasets.seg_checks import CheckSegLabels
-from peco_mm.engine.launch import check_dataset_paths
+from peco_mm.engine.launch import check_dataset_paths, sync_with_model
 from peco_mm.models import PeCoViT
 from tests.dense.test_dense_models import CFG, build, tiny
 
 
 def build_dataset(cfg: Config, loader: str, data_root):
     init_default_scope(cfg.default_scope)
+    sync_with_model(cfg)  # as the launcher: the label check takes the head's classes
     from mmengine.registry import DATASETS
     ds = cfg[loader].dataset
     ds.data_root = str(data_root)

@@ -2,8 +2,9 @@
 label-range check right after each label map is loaded (an error names the file)."""
 _base_ = 'mmseg::_base_/datasets/ade20k.py'
 
-num_classes = 150  # after reduce_zero_label: 0..149 and 255 (ignored)
-label_check = dict(type='CheckSegLabels', num_classes=num_classes, ignore_index=255)
+# labels after reduce_zero_label: 0..num_classes-1 and 255 (ignored); num_classes is the
+# model's decode_head.num_classes (filled in by tools/train.py, ADE20K: 150)
+label_check = dict(type='CheckSegLabels', ignore_index=255)
 # [LoadImageFromFile, LoadAnnotations] + check + [RandomResize, RandomCrop, RandomFlip, ...]
 train_pipeline = [*_base_.train_pipeline[:2], label_check, *_base_.train_pipeline[2:]]
 # [LoadImageFromFile, Resize, LoadAnnotations] + check + [PackSegInputs]

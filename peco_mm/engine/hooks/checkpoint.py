@@ -14,10 +14,13 @@ work dir that reads back, naming every one it skipped and why.
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import functools
 import glob
 import os
 import os.path as osp
+import shutil
 import zipfile
 
 import torch
@@ -86,11 +89,12 @@ def atomic_saver(runner, save):
         if '://' in str(out_dir) or sharded:
             with history_buffers_without_methods():
                 return save(out_dir, filename, *args, **kwargs)
-        with history_buffers_without_methods():  # loadable with weights_only=True
-            result = save(out_dir, filename + PART_SUFFIX, *args, **kwargs)
         part = osp.join(out_dir, filename + PART_SUFFIX)
-        if is_main_process() and osp.exists(part):  # the main process wrote it
-            commit_file(part, osp.join(out_dir, filename))
+        with history_buffers_without_methods(), cleaned_up_on_error(part):
+            # loadable with weights_only=True
+            result = save(out_dir, filename + PART_SUFFIX, *args, **kwargs)
+            if is_main_process() and osp.exists(part):  # the main process wrote it
+                commit_file(part, osp.join(out_dir, filename))
         return result
     save_atomically.is_atomic = True
     return save_atomically
@@ -127,13 +131,40 @@ def commit_file(part: str, final: str) -> None:
     fsync_dir(osp.dirname(final) or '.')
 
 
+@contextlib.contextmanager
+def cleaned_up_on_error(part: str):
+    """Remove `part` when the write inside fails; a full disk (or quota) is reported with the
+    path and the free space instead of a bare `[Errno 28]`."""
+    try:
+        yield
+    except BaseException as err:
+        if osp.exists(part):
+            try:
+                os.remove(part)
+            except OSError:
+                pass
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+            folder = osp.dirname(part) or '.'
+            try:
+                free = f'{shutil.disk_usage(folder).free / 2**20:.1f} MiB free'
+            except OSError:
+                free = 'free space unknown'
+            raise OSError(err.errno, f'{os.strerror(err.errno)} while writing {part} '
+                          f'({free} in {folder}); the unfinished file was removed and the '
+                          'earlier checkpoints are kept. Free some space (or set '
+                          'default_hooks.checkpoint.max_keep_ckpts / out_dir), then resume '
+                          'with --resume') from err
+        raise
+
+
 def write_text_atomically(path: str, text: str) -> None:
     part = path + PART_SUFFIX
-    with open(part, 'w') as f:
-        f.write(text)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(part, path)
+    with cleaned_up_on_error(part):
+        with open(part, 'w') as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(part, path)
     fsync_dir(osp.dirname(path) or '.')
 
 
@@ -170,12 +201,24 @@ def checkpoint_problem(path: str) -> str | None:
     return f'corrupt member {bad}' if bad else None
 
 
+def in_work_dir(named: str, work_dir: str, notes: list[str]) -> str:
+    """The file `last_checkpoint` names, taken from `work_dir` (by its file name)."""
+    local = osp.join(work_dir, osp.basename(named))
+    if osp.abspath(named) != osp.abspath(local):
+        notes.append(f'resume: last_checkpoint names {named}, outside this work dir (a copied '
+                     f'or moved work dir?); looking for {osp.basename(named)} in {work_dir}')
+    return local
+
+
 def find_resumable_checkpoint(work_dir: str) -> tuple[str | None, list[str]]:
     """The checkpoint `--resume` (no path) should use, and one line per skipped candidate.
 
     Candidates: the file `last_checkpoint` names, then every `*.pth` in `work_dir`, newest
     first (by modification time); the first that reads back wins. A candidate that is a
     symlink to a file outside the work dir is refused (`refuse_link_out_of`).
+    `last_checkpoint` holds the path the run wrote, so in a copied or moved work dir it names
+    the original folder: its file name is looked up in `work_dir` instead (and a note says
+    so).
     """
     notes = []
     candidates = []
@@ -184,7 +227,7 @@ def find_resumable_checkpoint(work_dir: str) -> tuple[str | None, list[str]]:
         with open(pointer) as f:
             named = f.read().strip()
         if named:
-            candidates.append(named)
+            candidates.append(in_work_dir(named, work_dir, notes))
         else:
             notes.append(f'{pointer} is empty (written when the run was killed?)')
     found = sorted(glob.glob(osp.join(work_dir, '*.pth')), key=osp.getmtime, reverse=True)
@@ -195,8 +238,6 @@ def find_resumable_checkpoint(work_dir: str) -> tuple[str | None, list[str]]:
         if problem is None:
             return path, notes
         notes.append(f'resume: skipped {path}: {problem}')
-    for part in glob.glob(osp.join(work_dir, '*' + PART_SUFFIX)):
-        notes.append(f'resume: ignored {part}: an unfinished write (safe to delete)')
     return None, notes
 
 
@@ -212,3 +253,17 @@ def refuse_link_out_of(path: str, work_dir: str) -> None:
         raise ValueError(f'resume: {path} is a symlink to {target}, outside the work dir '
                          f'{work_dir}; refusing it. If you trust that file, pass it with '
                          '--resume PATH')
+
+
+def remove_unfinished_writes(work_dir: str) -> list[str]:
+    """Delete the `<name>.part` files a killed or failed save left in `work_dir` (they are
+    never resumed from, and may hold the space the next save needs); one note per file."""
+    notes = []
+    for part in sorted(glob.glob(osp.join(work_dir, '*' + PART_SUFFIX))):
+        try:
+            size = osp.getsize(part)
+            os.remove(part)
+        except OSError:  # removed by another rank meanwhile
+            continue
+        notes.append(f'resume: removed {part} ({size / 2**20:.1f} MiB), an unfinished write')
+    return notes

@@ -5,8 +5,13 @@
 - swaps mmengine's `CheckpointHook` for `AtomicCheckpointHook` (same arguments);
 - adds `NonFiniteLossHook` (config: `nonfinite_loss = dict(max_skips=0)`);
 - adds `ArchitectureMetaHook` (the model's arguments in every checkpoint as plain data);
-- on `--resume` without a path, picks the newest checkpoint of the work dir that reads back,
-  and adds `ResumeCheckHook` to compare it with this run before mmengine resumes;
+- on `--resume`, removes the `.part` files of unfinished writes; without a path, picks the
+  newest checkpoint of the work dir that reads back; adds `ResumeCheckHook` to compare the
+  checkpoint with this run before mmengine resumes;
+- on resume, reads the frozen target generator from the resumed checkpoint when its own
+  file is gone (the checkpoint holds its weights);
+- with `load_from` (no resume), adds `LoadFromCheckHook`: the checkpoint's target generator
+  must fit this model's;
 
 It returns the lines to log (skipped checkpoints), as the launcher's other notes. Once the
 runner is built, `guard_train_data(runner)` wraps the training dataset in `BadSampleGuard`
@@ -16,9 +21,12 @@ config, so the config dumped into the work dir keeps the user's dataset unchange
 """
 from __future__ import annotations
 
+import os.path as osp
+
 from mmengine.config import Config, ConfigDict
 
-from .checkpoint import checkpoint_problem, find_resumable_checkpoint
+from .checkpoint import (checkpoint_problem, find_resumable_checkpoint,
+                         remove_unfinished_writes)
 
 
 def add_safeguards(cfg: Config) -> list[str]:
@@ -29,19 +37,23 @@ def add_safeguards(cfg: Config) -> list[str]:
             '.')[-1] == 'CheckpointHook':
         ckpt_hook.type = 'AtomicCheckpointHook'
     custom = [h for h in cfg.get('custom_hooks') or []  # a dumped config's stale one
-              if not (isinstance(h, dict) and h.get('type') == 'ResumeCheckHook')]
+              if not (isinstance(h, dict)
+                      and h.get('type') in ('ResumeCheckHook', 'LoadFromCheckHook'))]
     types = {str(h.get('type')).split('.')[-1] for h in custom if isinstance(h, dict)}
     if 'NonFiniteLossHook' not in types:
         custom.append(dict(type='NonFiniteLossHook', **(cfg.get('nonfinite_loss') or {})))
     if 'ArchitectureMetaHook' not in types:  # checkpoints rebuild models from plain data
         custom.append(dict(type='ArchitectureMetaHook'))
+    if cfg.get('resume'):
+        notes += remove_unfinished_writes(cfg.work_dir)
     if cfg.get('resume') and not cfg.get('load_from'):
         found, skipped = find_resumable_checkpoint(cfg.work_dir)
         notes += skipped
         if found:
             cfg.load_from = found
-            if skipped:
-                notes.append(f'resume: using {found}, the newest checkpoint that reads back')
+            passed_over = any(n.startswith('resume: skipped') for n in skipped)
+            notes.append(f'resume: using {found}' + (', the newest checkpoint that reads back'
+                                                     if passed_over else ''))
     elif cfg.get('resume') and cfg.get('load_from'):
         problem = checkpoint_problem(cfg.load_from)
         if problem:
@@ -51,7 +63,37 @@ def add_safeguards(cfg: Config) -> list[str]:
                                 '(--resume without a path takes it).' if found else ''))
     if cfg.get('resume') and cfg.get('load_from'):
         custom.append(dict(type='ResumeCheckHook', checkpoint=cfg.load_from))
+        notes += frozen_weights_from_resumed(cfg)
+    elif cfg.get('load_from'):  # the frozen tokenizer must fit, as for a resume
+        custom.append(dict(type='LoadFromCheckHook', checkpoint=cfg.load_from))
     cfg.custom_hooks = custom
+    return notes
+
+
+def frozen_weights_from_resumed(cfg: Config) -> list[str]:
+    """On resume, a target generator whose weights file is gone reads them from the checkpoint
+    being resumed, which holds them (`target_generator.*`); returns the lines to log."""
+    tg = (cfg.get('model') or {}).get('target_generator')
+    if not isinstance(tg, dict):
+        return []
+    notes = []
+
+    def gone(path) -> bool:
+        return bool(path) and '://' not in str(path) and not osp.isfile(str(path))
+
+    def use_resumed(node: dict, key: str, name: str) -> None:
+        if gone(node.get(key)):
+            notes.append(f'resume: model.target_generator.{name}={node[key]!r} not found; the '
+                         f'frozen tokenizer is read from {cfg.load_from}, which holds its '
+                         'weights')
+            node[key] = cfg.load_from
+    for key in ('checkpoint', 'pretrained'):
+        use_resumed(tg, key, key)
+    inits = tg.get('init_cfg')
+    for i, init in enumerate(inits if isinstance(inits, list) else [inits]):
+        if isinstance(init, dict) and init.get('type') == 'Pretrained':
+            use_resumed(init, 'checkpoint',
+                        'init_cfg' + (f'.{i}' if isinstance(inits, list) else '') + '.checkpoint')
     return notes
 
 

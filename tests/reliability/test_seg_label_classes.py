@@ -1,0 +1,37 @@
+"""The segmentation label check follows the model's number of classes: with a 2-class head a
+label 2 stops the run naming the label file (instead of `Target 2 is out of bounds`)."""
+import pytest
+
+from tests.dense.conftest import TINY_UPERNET, write_cfg
+
+
+def test_label_check_takes_the_heads_classes(tmp_path, ade_root, isolated_mmengine):
+    from peco_mm.engine.launch import run
+    cfg = write_cfg(tmp_path / 'upernet.py', TINY_UPERNET, data=ade_root, lr=1e-3, iters=2)
+    opts = {'model.decode_head.num_classes': 2, 'model.auxiliary_head.num_classes': 2}
+    with pytest.raises(RuntimeError) as err:  # the demo labels are 1..3 -> 0..2
+        run(str(cfg), str(tmp_path / 'work'), opts)
+    msg = str(err.value)
+    seg = msg.split('(ValueError: ')[1].split(': ')[0]
+    assert seg.startswith(str(ade_root / 'annotations' / 'training')) and seg.endswith('.png')
+    assert 'label values [2] are outside the 2 classes (allowed: 0..1 and ignore_index=255' in msg
+
+
+def test_label_check_classes_filled_in_or_refused():
+    from mmengine.config import Config
+
+    from peco_mm.datasets.seg_checks import CheckSegLabels, set_label_check_classes
+    check = dict(type='CheckSegLabels', ignore_index=255)
+    cfg = Config(dict(model=dict(decode_head=dict(num_classes=7)),
+                      train_dataloader=dict(dataset=dict(pipeline=[dict(type='X'), check])),
+                      val_dataloader=dict(dataset=dict(type='ConcatDataset', datasets=[
+                          dict(pipeline=[dict(check)])]))))
+    set_label_check_classes(cfg)
+    assert cfg.train_dataloader.dataset.pipeline[1].num_classes == 7
+    assert cfg.val_dataloader.dataset.datasets[0].pipeline[0].num_classes == 7
+    cfg.train_dataloader.dataset.pipeline[1].num_classes = 150
+    with pytest.raises(ValueError, match=r'train_dataloader.dataset.pipeline.1.num_classes=150 '
+                       r'but model.decode_head.num_classes=7'):
+        set_label_check_classes(cfg)
+    with pytest.raises(ValueError, match='num_classes is not set'):
+        CheckSegLabels()(dict(gt_seg_map=[[0]], ori_shape=(1, 1)))
