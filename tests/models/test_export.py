@@ -8,14 +8,11 @@ bit for bit.
 """
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from peco_mm.models.checkpoint import read_checkpoint
 from peco_mm.models.convert import convert_checkpoint
@@ -324,17 +321,15 @@ def test_mae_vit_round_trips_through_timm_vit(tmp_path):
 
 
 # ---- the command line --------------------------------------------------------------------------
-def test_cli_prints_the_loading_calls(tmp_path):
-    src = Source('classifier')
-    ckpt = src.save(tmp_path / 'epoch_800.pth')
+def test_cli_prints_the_loading_calls(tmp_path, capsys):
+    """In process (tests/test_docs.py runs the README's commands as scripts)."""
+    from tests.conftest import load_tool
+    tool = load_tool('export_checkpoint')
+    ckpt = Source('classifier').save(tmp_path / 'epoch_800.pth')
     out = {}
     for target in ('timm', 'hf'):
-        done = subprocess.run(
-            [sys.executable, str(ROOT / 'tools' / 'export_checkpoint.py'), ckpt,
-             str(tmp_path / target), '--to', target], cwd=tmp_path, capture_output=True,
-            text=True, timeout=300)
-        assert done.returncode == 0, done.stdout + done.stderr
-        out[target] = done.stdout
+        assert tool.main([ckpt, str(tmp_path / target), '--to', target]) == 0
+        out[target] = capsys.readouterr().out
     assert 'source: ' in out['timm'] and '(classifier)' in out['timm']
     assert f"load: timm.create_model('local-dir:{tmp_path / 'timm'}', pretrained=True)" \
         in out['timm']
@@ -342,10 +337,10 @@ def test_cli_prints_the_loading_calls(tmp_path):
     assert 'BeitForImageClassification.from_pretrained' in out['hf']
     assert sorted(p.name for p in (tmp_path / 'hf').iterdir()) == [
         'README.md', 'config.json', 'model.safetensors', 'preprocessor_config.json']
-    bad = subprocess.run([sys.executable, str(ROOT / 'tools' / 'export_checkpoint.py'),
-                          str(tmp_path / 'missing.pth'), str(tmp_path / 'x'), '--to', 'hf'],
-                         capture_output=True, text=True, timeout=300)
-    assert bad.returncode == 1 and 'missing.pth' in bad.stderr
+    assert tool.main([str(tmp_path / 'missing.pth'), str(tmp_path / 'x'), '--to', 'hf']) == 1
+    assert 'missing.pth' in capsys.readouterr().err
+    assert tool.main([ckpt, str(tmp_path / 'y'), '--to', 'hf', '--per-block-rel-pos']) == 1
+    assert '--per-block-rel-pos is for --to timm' in capsys.readouterr().err
 
 
 def test_kind_errors_name_the_problem(tmp_path):
@@ -357,4 +352,3 @@ def test_kind_errors_name_the_problem(tmp_path):
     exp = to_hf(mim)
     assert exp.config['architectures'] == ['BeitModel']
     assert not any(k.startswith('lm_head') for k in exp.state_dict)
-    assert F.normalize  # noqa: B018 (torch.nn.functional stays importable for the processor)
