@@ -456,6 +456,43 @@ def test_extraction_finds_commands_of_every_form():
     assert expand('a_{b,c}_{d,e}.py') == ['a_b_d.py', 'a_b_e.py', 'a_c_d.py', 'a_c_e.py']
 
 
+def section_commands(doc: str, heading: str) -> list[str]:
+    """The lines of the first shell code block under a Markdown heading."""
+    text = (ROOT / doc).read_text().split(f'\n## {heading}\n', 1)[1]
+    block = text.split('```bash\n', 1)[1].split('```', 1)[0]
+    return [line for line in block.splitlines() if line.strip()]
+
+
+def test_readme_export_commands_run_as_written(tmp_path):
+    """README's "Use PeCo weights elsewhere": the export commands and the one-liners that load
+    their output in timm and transformers, run as written (`python` being this interpreter)
+    in a folder holding a tiny fine-tuned classifier at the path they name."""
+    import shlex
+
+    import pytest
+    import torch
+    pytest.importorskip('transformers')
+    from peco_mm.models.vit import PeCoViT
+    commands = section_commands('README.md', 'Use PeCo weights elsewhere')
+    assert len(commands) == 4 and sum('tools/export_checkpoint.py' in c for c in commands) == 2
+    vit = PeCoViT(arch='test', img_size=32, patch_size=8, qkv_bias='qv', use_abs_pos_emb=False,
+                  rel_pos_bias='per_block', layer_scale_init_value=0.1, out_type='avg_featmap',
+                  final_norm=False)
+    sd = {f'backbone.{k}': v for k, v in vit.state_dict().items()}
+    sd.update({'head.fc.weight': torch.randn(3, 64), 'head.fc.bias': torch.zeros(3)})
+    ckpt = tmp_path / shlex.split(commands[0])[2]
+    ckpt.parent.mkdir(parents=True)
+    torch.save({'state_dict': sd, 'meta': {}}, ckpt)
+    (tmp_path / 'tools').symlink_to(ROOT / 'tools')
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='1')
+    for command in commands:
+        argv = shlex.split(command)
+        assert argv[0] == 'python', command
+        done = subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, f'README.md: {command}\n{done.stdout}\n{done.stderr}'
+
+
 if __name__ == '__main__':  # print every problem, grouped by check
     for check in (problems_paths, problems_tools, problems_help, problems_flags,
                   problems_cfg_keys):

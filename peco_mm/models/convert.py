@@ -1,17 +1,20 @@
 """Checkpoint conversion into `PeCoViT` weights: key names and ViT arguments.
 
 PeCo initialises and evaluates ViTs from many sources: BEiT / PeCo release files, timm ViT and
-BEiT, MAE, MoCo v3 (the perceptual network of the tokenizer, Sec. 3.2 of the paper), DINO,
-mmpretrain and our own mmengine checkpoints. This module reads each layout, renames its
-backbone weights to PeCoViT's (timm / unilm BEiT style) names, drops what is not backbone
-(heads, decoders, projectors, predictors, BEiT's lm_head, index buffers), infers the PeCoViT
-arguments that match the weights, and optionally expands a shared relative-position table into
-per-block tables and resizes the position tables to another image size.
+BEiT, Hugging Face transformers BEiT, MAE, MoCo v3 (the perceptual network of the tokenizer,
+Sec. 3.2 of the paper), DINO, mmpretrain and our own mmengine checkpoints. This module reads
+each layout, renames its backbone weights to PeCoViT's (timm / unilm BEiT style) names, drops
+what is not backbone (heads, decoders, projectors, predictors, BEiT's lm_head, index buffers),
+infers the PeCoViT arguments that match the weights, and optionally expands a shared
+relative-position table into per-block tables and resizes the position tables to another
+image size.
 
     sd, kwargs = convert_state_dict(torch.load(path, weights_only=True))
     model = PeCoViT(**kwargs); model.load_state_dict(sd)
 
-`tools/convert_checkpoint.py` is the command-line front end.
+`tools/convert_checkpoint.py` is the command-line front end. The inverse maps (PeCoViT -> timm,
+Hugging Face) live in `peco_mm.models.export`; the Hugging Face names are one table here
+(`HF_BEIT_NAMES`), read in both directions.
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from .checkpoint import strip_prefix as _strip
 from .checkpoint import unknown_layout_message, unwrap
 
 FORMATS = ('peco_mm', 'unilm_beit', 'timm_vit', 'timm_beit', 'mae', 'mocov3', 'dino',
-           'mmpretrain')
+           'mmpretrain', 'hf_beit')
 # layer-scale value written into the inferred arguments; the checkpoint's gammas replace it
 DEFAULT_LAYER_SCALE = 0.1
 
@@ -85,6 +88,8 @@ def _classify_names(sd: dict) -> str | None:
         return 'peco_mm'  # already PeCoViT's names (e.g. a tools/convert_checkpoint.py file)
     if any(k.startswith('base_encoder.') for k in keys):
         return 'mocov3'
+    if any(k.startswith(('beit.embeddings.', 'embeddings.patch_embeddings.')) for k in keys):
+        return 'hf_beit'  # transformers' BeitModel / BeitFor* (save_pretrained's names)
     if any(k.startswith(('backbone.layers.', 'backbone.patch_embed.projection.')) for k in keys):
         return 'mmpretrain'
     if any(k.startswith(('backbone.blocks.', 'backbone.patch_embed.proj.')) for k in keys):
@@ -115,8 +120,8 @@ def _unknown_format_message(ckpt: dict) -> str:
     return unknown_layout_message(ckpt, (
         f'. Expected one of {FORMATS}: timm / MAE / DINO / BEiT names '
         "(patch_embed.proj, blocks.N.attn.qkv), MoCo v3 'module.base_encoder.*', "
-        "mmpretrain / peco_mm 'backbone.*'; pass the format explicitly if it is "
-        'one of these under another wrapper key'))
+        "mmpretrain / peco_mm 'backbone.*', Hugging Face 'beit.embeddings.*'; pass the "
+        'format explicitly if it is one of these under another wrapper key'))
 
 
 # ---- step 2: take the backbone out of the file layout ----------------------------------------
@@ -149,7 +154,7 @@ def extract_backbone(ckpt: dict, fmt: str) -> tuple[dict, str, dict[str, str]]:
             sd = _select(sd, 'backbone.', dropped, 'not backbone (head / neck / tokenizer)')
             where += "['backbone.*']"
         return sd, where, dropped
-    sd, where = _inner(ckpt)  # timm_vit, timm_beit, mae, unilm_beit
+    sd, where = _inner(ckpt)  # timm_vit, timm_beit, mae, unilm_beit, hf_beit
     return _strip(sd, 'module.'), where, dropped
 
 
@@ -183,10 +188,78 @@ _TIMM_RENAMES: list[tuple[str, str]] = [
     (r'^blocks\.(\d+)\.attn\.relative_position_bias_table$',
      r'blocks.\1.rel_pos_bias.relative_position_bias_table'),
 ]
+# PeCoViT name <-> transformers BEiT name (`BeitModel`'s own; the BeitFor* heads prefix them with
+# 'beit.'), read both ways; {i}: block index, {p}: weight | bias. The fused qkv weight is
+# three tensors there (query / key / value); `hf_qkv_names` names them.
+HF_BEIT_NAMES: list[tuple[str, str]] = [
+    ('cls_token', 'embeddings.cls_token'),
+    ('mask_token', 'embeddings.mask_token'),
+    ('pos_embed', 'embeddings.position_embeddings'),
+    ('patch_embed.proj.{p}', 'embeddings.patch_embeddings.projection.{p}'),
+    ('rel_pos_bias.relative_position_bias_table',
+     'encoder.relative_position_bias.relative_position_bias_table'),
+    ('blocks.{i}.norm1.{p}', 'encoder.layer.{i}.layernorm_before.{p}'),
+    ('blocks.{i}.norm2.{p}', 'encoder.layer.{i}.layernorm_after.{p}'),
+    ('blocks.{i}.gamma_1', 'encoder.layer.{i}.lambda_1'),
+    ('blocks.{i}.gamma_2', 'encoder.layer.{i}.lambda_2'),
+    ('blocks.{i}.attn.q_bias', 'encoder.layer.{i}.attention.attention.query.bias'),
+    ('blocks.{i}.attn.v_bias', 'encoder.layer.{i}.attention.attention.value.bias'),
+    ('blocks.{i}.attn.proj.{p}', 'encoder.layer.{i}.attention.output.dense.{p}'),
+    ('blocks.{i}.rel_pos_bias.relative_position_bias_table',
+     'encoder.layer.{i}.attention.attention.relative_position_bias.relative_position_bias_table'),
+    ('blocks.{i}.mlp.fc1.{p}', 'encoder.layer.{i}.intermediate.dense.{p}'),
+    ('blocks.{i}.mlp.fc2.{p}', 'encoder.layer.{i}.output.dense.{p}'),
+    ('norm.{p}', 'layernorm.{p}'),  # BeitModel's final norm, or BeitForMaskedImageModeling's
+    ('fc_norm.{p}', 'pooler.layernorm.{p}'),  # the norm after mean pooling
+]
+
+
+def hf_qkv_names(i: int) -> list[str]:
+    """transformers' query / key / value weights of block i (PeCoViT: one fused qkv)."""
+    return [f'encoder.layer.{i}.attention.attention.{n}.weight' for n in ('query', 'key', 'value')]
+
+
+def _template_regex(template: str) -> re.Pattern:
+    pattern = re.escape(template).replace(r'\{i\}', r'(?P<i>\d+)').replace(
+        r'\{p\}', '(?P<p>weight|bias)')
+    return re.compile(pattern + '$')
+
+
+def rename_by_table(name: str, table: list[tuple[str, str]], inverse: bool = False
+                    ) -> str | None:
+    """`name` through a (ours, theirs) template table (theirs -> ours, or ours -> theirs with
+    `inverse`); None when no row matches."""
+    for ours, theirs in table:
+        src, dst = (ours, theirs) if inverse else (theirs, ours)
+        m = _template_regex(src).match(name)
+        if m:
+            return dst.format(**m.groupdict())
+    return None
+
+
+def hf_to_pecovit(sd: dict, dropped: dict[str, str]) -> dict:
+    """transformers BEiT names -> PeCoViT names (unmatched keys are kept, to be reported);
+    query / key / value are fused into qkv (the key has no bias there, as in BEiT)."""
+    inner = _strip(sd, 'beit.')
+    if 'beit.layernorm.weight' in sd and 'layernorm.weight' in sd:
+        raise ValueError('the checkpoint has both beit.layernorm and a masked-image-modeling '
+                         'layernorm (two norms in a row); PeCoViT has one final norm')
+    out: dict = {}
+    for i in sorted({int(m.group(1)) for k in inner
+                     if (m := re.match(r'encoder\.layer\.(\d+)\.', k))}):
+        names = hf_qkv_names(i)
+        if all(n in inner for n in names):
+            out[f'blocks.{i}.attn.qkv.weight'] = torch.cat([inner.pop(n) for n in names])
+    for key, value in inner.items():
+        new = rename_by_table(key, HF_BEIT_NAMES)
+        out[new if new is not None else key] = value
+    return out
+
+
 # source names that are not backbone weights, with the reason printed for them
 _DROP_RULES: list[tuple[str, str]] = [
     (r'relative_position_index$', 'index buffer (rebuilt by PeCoViT)'),
-    (r'^(head|head_dist|attn_pool|pre_logits)\.', 'classification head'),
+    (r'^(head|head_dist|attn_pool|pre_logits|classifier)\.', 'classification head'),
     (r'^lm_head\.', 'BEiT MIM head (lm_head)'),
     (r'^cls_pt_layers\.', 'BEiT v2 patch-aggregation pretraining layers'),
     (r'^decoder_|^decoder\.', 'MAE decoder'),
@@ -206,6 +279,8 @@ def rename_to_pecovit(sd: dict, fmt: str, dropped: dict[str, str]
                       ) -> tuple[dict[str, torch.Tensor], list[str]]:
     """Map a backbone state dict to PeCoViT names; return (renamed, unrecognised keys)."""
     renames = _MMPRETRAIN_RENAMES if fmt == 'mmpretrain' else _TIMM_RENAMES
+    if fmt == 'hf_beit':
+        sd, renames = hf_to_pecovit(sd, dropped), []
     out: dict[str, torch.Tensor] = {}
     unrecognised = []
     for key, value in sd.items():

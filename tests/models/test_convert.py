@@ -141,6 +141,17 @@ def src_peco_mm():  # our own mmengine checkpoint of a classifier
     return {'state_dict': sd, 'meta': {}}, m.forward_features, (lambda x: m(x)[0])
 
 
+def src_hf_beit():  # transformers BeitForImageClassification: per-block tables, mean pooling
+    transformers = pytest.importorskip('transformers')
+    config = transformers.BeitConfig(
+        hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256,
+        image_size=32, patch_size=8, layer_norm_eps=1e-6, use_relative_position_bias=True,
+        use_mean_pooling=True, layer_scale_init_value=0.1, num_labels=5)
+    m = randomize(transformers.BeitForImageClassification(config), 13)
+    return m.state_dict(), (lambda x: m.beit(x).last_hidden_state), \
+        (lambda x: m.beit(x).pooler_output)
+
+
 SOURCES = {  # case -> (builder, detected format, heads recorded by the weights)
     'timm_vit': (src_timm_vit, 'timm_vit', False),
     'timm_beit': (src_timm_beit, 'timm_beit', True),
@@ -151,6 +162,7 @@ SOURCES = {  # case -> (builder, detected format, heads recorded by the weights)
     'mmpretrain_vit': (src_mmpretrain, 'mmpretrain', False),
     'mmpretrain_beit': (src_mmpretrain_beit, 'mmpretrain', True),
     'peco_mm': (src_peco_mm, 'peco_mm', True),
+    'hf_beit': (src_hf_beit, 'hf_beit', True),
 }
 
 
