@@ -24,7 +24,6 @@ norm gets an identity-initialised pooling norm where the target class needs one.
 """
 from __future__ import annotations
 
-import ast
 import glob
 import json
 import os
@@ -35,6 +34,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .checkpoint import strip_prefix, unwrap
+from .stored_config import parse_config_text
 from .convert import HF_BEIT_NAMES, convert_checkpoint, hf_qkv_names, rename_by_table
 
 TARGETS = ('timm', 'hf')
@@ -79,43 +79,11 @@ class Export:
 
 
 # ---- step 1: read the run -------------------------------------------------------------------
-def read_config_text(text: str) -> dict:
-    """The top-level assignments of a config text (mmengine's `pretty_text`), as literals.
-
-    Only literals, `dict(...)` calls and negation are evaluated; an assignment whose value is
-    anything else (a lambda, a function call, a name) is left out. Nothing is executed.
-    """
-    try:
-        tree = ast.parse(text)
-    except SyntaxError as err:
-        raise ValueError(f'the stored config text does not parse: {err}') from None
-    out = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and \
-                isinstance(node.targets[0], ast.Name):
-            try:
-                out[node.targets[0].id] = _literal(node.value)
-            except ValueError:
-                continue
-    return out
-
-
-def _literal(node: ast.AST):
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, (ast.List, ast.Tuple)):
-        items = [_literal(e) for e in node.elts]
-        return items if isinstance(node, ast.List) else tuple(items)
-    if isinstance(node, ast.Dict):
-        return {_literal(k): _literal(v) for k, v in zip(node.keys, node.values)}
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
-            node.func.id == 'dict' and not node.args:
-        return {kw.arg: _literal(kw.value) for kw in node.keywords if kw.arg is not None}
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        value = _literal(node.operand)
-        if isinstance(value, (int, float)):
-            return -value if isinstance(node.op, ast.USub) else value
-    raise ValueError(f'not a literal: {ast.dump(node)[:60]}')
+def read_config_text(text: str, source: str = 'the stored config') -> dict:
+    """The variables of a stored config text (mmengine's `pretty_text`) as plain data, read by
+    the one stored-config reader (`stored_config.parse_config_text`): nothing is executed,
+    and text that is not plain data is refused with the line and construct named."""
+    return parse_config_text(text, source)
 
 
 def read_run(ckpt: dict, path: str | None = None) -> dict:
@@ -123,7 +91,8 @@ def read_run(ckpt: dict, path: str | None = None) -> dict:
     as literals ('cfg'), epoch / iter, the schedule's length, class names and the last
     evaluation metrics (from mmengine's message hub, else the run's vis_data/scalars.json)."""
     meta = ckpt.get('meta') if isinstance(ckpt.get('meta'), dict) else {}
-    cfg = read_config_text(meta['cfg']) if isinstance(meta.get('cfg'), str) else {}
+    text = meta.get('cfg')
+    cfg = read_config_text(text, f'{path} meta.cfg') if isinstance(text, str) else {}
     train_cfg = cfg.get('train_cfg') if isinstance(cfg.get('train_cfg'), dict) else {}
     run = dict(cfg=cfg, epoch=meta.get('epoch'), iter=meta.get('iter'),
                max_epochs=train_cfg.get('max_epochs'), max_iters=train_cfg.get('max_iters'),
