@@ -64,7 +64,11 @@ def test_matching_categories_load_all_boxes(coco_root):
     build(coco_root, classes=ds.METAINFO['classes'])  # the 80 COCO names, same first three
 
 
-def test_dropped_boxes_are_counted_and_reported_once(coco_root, capsys):
+def test_dropped_boxes_are_counted_and_reported_once(coco_root, monkeypatch):
+    import peco_mm.datasets.coco_checks as checks
+    logged = []
+    monkeypatch.setattr(checks, 'print_log', lambda msg, **kw: logged.append(msg))
+
     def damage(data):
         anns = data['annotations']
         anns[0]['bbox'][2] = -5.0  # negative width
@@ -78,8 +82,10 @@ def test_dropped_boxes_are_counted_and_reported_once(coco_root, capsys):
                                 'unknown category id': 1,
                                 'zero or negative size (w or h < 1, or area <= 0)': 2}
     assert len(instances(ds)) == 12 - 5
-    lines = [ln for ln in capsys.readouterr().out.splitlines() if 'boxes of' in ln]
-    assert len(lines) == 1 and f'{ann}: 5 boxes of 6 images dropped: ' in lines[0]
+    # the logger, not stdout: a logger made by an earlier test keeps its own stream
+    lines = [ln for ln in logged if 'boxes of' in ln]
+    assert len(lines) == 1 and lines[0] == ds.dropped_report
+    assert f'{ann}: 5 boxes of 6 images dropped: ' in lines[0]
     assert '1 unknown category id (e.g. annotation 4 of 000000000002.jpg)' in lines[0]
 
 
