@@ -1,0 +1,89 @@
+"""What a run prints on the console: progress and problems, not the whole config.
+
+mmengine's Runner logs the full config and the hook table at the start of every run; they go to
+the run's log file (and the config to WORK_DIR/<config name>.py) but not to the console, unless
+`show_config=True` (`tools/train.py --show-config`). Messages that are expected, and would
+otherwise worry, are said once with the reason:
+
+- mmengine's "Reach the end of the dataloader, it will be restarted ..." (an iteration-based
+  loop over a finite sampler starts another pass over the data) is logged once per run, as one
+  line saying so;
+- notes that hold for the whole process (e.g. "No CUDA: training in fp32") are logged by the
+  first run of a process only (`first_time`).
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+
+CONSOLE_ONLY_IN_FILE = ('Config:\n', 'Hooks will be executed in the following order')
+RESTART = 'Reach the end of the dataloader'
+RESTART_NOTE = ('The training data loader starts another pass over its data (an '
+                'iteration-based loop over a finite sampler; expected, logged once per run).')
+_SAID: set[str] = set()  # notes logged by an earlier run of this process
+
+
+class ConsoleFilter(logging.Filter):
+    """On the console handler: drop the config dump and the hook table (the log file keeps
+    them)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (isinstance(record.msg, str) and record.msg.startswith(CONSOLE_ONLY_IN_FILE))
+
+
+class ExpectedMessageFilter(logging.Filter):
+    """On the logger: mmengine's data-loader restart warning becomes one explained line, once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.restarts = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and record.msg.startswith(RESTART):
+            self.restarts += 1
+            if self.restarts > 1:
+                return False
+            record.msg, record.args = RESTART_NOTE, ()
+            record.levelno, record.levelname = logging.INFO, 'INFO'
+        return True
+
+
+def quiet(logger: logging.Logger, show_config: bool = False) -> logging.Logger:
+    """Install the filters on an MMLogger (idempotent)."""
+    if not any(isinstance(f, ExpectedMessageFilter) for f in logger.filters):
+        logger.addFilter(ExpectedMessageFilter())
+    if show_config:
+        return logger
+    for handler in logger.handlers:
+        if (type(handler) is logging.StreamHandler
+                and not any(isinstance(f, ConsoleFilter) for f in handler.filters)):
+            handler.addFilter(ConsoleFilter())
+    return logger
+
+
+@contextlib.contextmanager
+def quiet_runner_logs(show_config: bool = False):
+    """While a Runner is built: every MMLogger it creates gets the filters before the Runner
+    logs its environment and config."""
+    from mmengine.logging import MMLogger
+    own = MMLogger.__dict__.get('get_instance')  # None: inherited from ManagerMixin
+    original = MMLogger.get_instance  # bound to MMLogger
+
+    def get_instance(cls, name, **kwargs):
+        return quiet(original(name, **kwargs), show_config)
+
+    MMLogger.get_instance = classmethod(get_instance)
+    try:
+        yield
+    finally:
+        if own is not None:
+            MMLogger.get_instance = own
+        else:
+            del MMLogger.get_instance
+
+
+def first_time(notes) -> list[str]:
+    """The notes this process has not logged yet (each note is logged by one run only)."""
+    new = [n for n in dict.fromkeys(filter(None, notes)) if n not in _SAID]
+    _SAID.update(new)
+    return new
