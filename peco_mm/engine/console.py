@@ -1,9 +1,11 @@
 """What a run prints on the console: progress and problems, not the whole config.
 
-mmengine's Runner logs the full config and the hook table at the start of every run; they go to
-the run's log file (and the config to WORK_DIR/<config name>.py) but not to the console, unless
-`show_config=True` (`tools/train.py --show-config`). Messages that are expected, and would
-otherwise worry, are said once with the reason:
+mmengine's Runner logs the full config, the hook table and the system environment (PyTorch's
+build details) at the start of every run; they go to the run's log file (and the config to
+WORK_DIR/<config name>.py), while the console gets the environment in one line plus the runtime
+settings, unless `show_config=True` (`tools/train.py --show-config`). mmengine's own
+deprecation notices about its file client (which the hosts still use) stay in the log file.
+Messages that are expected, and would otherwise worry, are said once with the reason:
 
 - mmengine's "Reach the end of the dataloader, it will be restarted ..." (an iteration-based
   loop over a finite sampler starts another pass over the data) is logged once per run, as one
@@ -16,7 +18,11 @@ from __future__ import annotations
 import contextlib
 import logging
 
-CONSOLE_ONLY_IN_FILE = ('Config:\n', 'Hooks will be executed in the following order')
+CONSOLE_ONLY_IN_FILE = ('Config:\n', 'Hooks will be executed in the following order',
+                        '"FileClient" will be deprecated', '"HardDiskBackend" is the alias')
+ENV_BLOCK = 'System environment:'
+# the one-line summary: these keys and the 'GPU 0,1: <name>' lines
+ENV_KEYS = ('Python', 'PyTorch', 'CUDA available', 'MMEngine')  # the one-line summary
 RESTART = 'Reach the end of the dataloader'
 RESTART_NOTE = ('The training data loader starts another pass over its data (an '
                 'iteration-based loop over a finite sampler; expected, logged once per run).')
@@ -29,6 +35,35 @@ class ConsoleFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (isinstance(record.msg, str) and record.msg.startswith(CONSOLE_ONLY_IN_FILE))
+
+
+class ShortEnvFormatter(logging.Formatter):
+    """On the console handler: the system-environment block as one line (the log file keeps
+    the block); every other record as the handler's own formatter writes it."""
+
+    def __init__(self, inner: logging.Formatter) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def format(self, record: logging.LogRecord) -> str:
+        msg = record.msg
+        if isinstance(msg, str) and ENV_BLOCK in msg:
+            record = logging.makeLogRecord(record.__dict__)  # the file handler keeps the block
+            record.msg = short_env(msg)
+        return self.inner.format(record)
+
+
+def short_env(block: str) -> str:
+    """mmengine's environment block -> 'System environment: Python 3.11.7, ...' + the runtime
+    settings it lists."""
+    system, _, runtime = block.partition('Runtime environment:')
+    items = []
+    for line in system.splitlines():
+        key, _, value = line.strip().partition(': ')
+        if line.startswith('    ') and (key in ENV_KEYS or key.startswith('GPU ')):
+            items.append(f"{key} {value.split(' (')[0]}")
+    head = f"System environment: {', '.join(items)} (all of it in the log file)"
+    return head + ('\nRuntime environment:' + runtime.rstrip('\n -') if runtime else '')
 
 
 class ExpectedMessageFilter(logging.Filter):
@@ -58,6 +93,7 @@ def quiet(logger: logging.Logger, show_config: bool = False) -> logging.Logger:
         if (type(handler) is logging.StreamHandler
                 and not any(isinstance(f, ConsoleFilter) for f in handler.filters)):
             handler.addFilter(ConsoleFilter())
+            handler.setFormatter(ShortEnvFormatter(handler.formatter))
     return logger
 
 
