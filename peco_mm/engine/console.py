@@ -22,7 +22,7 @@ CONSOLE_ONLY_IN_FILE = ('Config:\n', 'Hooks will be executed in the following or
                         '"FileClient" will be deprecated', '"HardDiskBackend" is the alias')
 ENV_BLOCK = 'System environment:'
 # the one-line summary: these keys and the 'GPU 0,1: <name>' lines
-ENV_KEYS = ('Python', 'PyTorch', 'CUDA available', 'MMEngine')  # the one-line summary
+ENV_KEYS = ('Python', 'PyTorch', 'CUDA available', 'MMEngine')
 RESTART = 'Reach the end of the dataloader'
 RESTART_NOTE = ('The training data loader starts another pass over its data (an '
                 'iteration-based loop over a finite sampler; expected, logged once per run).')
