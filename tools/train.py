@@ -19,7 +19,7 @@ import warnings
 warnings.filterwarnings('ignore', message='pkg_resources is deprecated', category=UserWarning)
 from mmengine.config import DictAction  # noqa: E402  (light: no torch)
 
-ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
+ROOT = osp.dirname(osp.dirname(osp.realpath(__file__)))
 
 EPILOG = """\
 examples:
@@ -81,8 +81,10 @@ def parse_args(argv=None):
 def load_preflight():
     """peco_mm/engine/preflight.py on its own: `import peco_mm` registers every model (torch,
     seconds), and the check needs only the config."""
+    package = importlib.util.find_spec('peco_mm')  # found, not imported
+    base = package.submodule_search_locations[0] if package else osp.join(ROOT, 'peco_mm')
     spec = importlib.util.spec_from_file_location(
-        'peco_mm_preflight', osp.join(ROOT, 'peco_mm', 'engine', 'preflight.py'))
+        'peco_mm_preflight', osp.join(base, 'engine', 'preflight.py'))
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # (dataclasses look their module up)
     spec.loader.exec_module(mod)
