@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ['README.md'] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / 'docs').glob('*.md'))
 CONFIG_SOURCES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / 'configs').rglob('*.py'))
@@ -525,6 +527,7 @@ default_hooks = dict(logger=dict(interval=1), checkpoint=dict(interval=2))
 """
 
 
+@pytest.mark.slow
 def test_documented_commands_run_as_written(tmp_path):
     """check_dataset on made ADE20K data, convert_checkpoint on a made MoCo v3 file, a tiny
     training run, plot_logs on its log and test.py on its checkpoint: each the documented line,

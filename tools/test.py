@@ -14,7 +14,11 @@ import warnings
 
 # mmengine 0.10.7 imports pkg_resources, which setuptools deprecates: nothing a user can act on
 warnings.filterwarnings('ignore', message='pkg_resources is deprecated', category=UserWarning)
-from mmengine.config import DictAction  # noqa: E402  (light: no torch)
+try:
+    from mmengine.config import DictAction  # light: no torch
+except ModuleNotFoundError as err:  # a Python outside the project's environment
+    raise SystemExit(f'{err}: activate the environment first: source .venv/bin/activate '
+                     '(after make install)')
 
 EPILOG = """\
 examples:
