@@ -10,8 +10,8 @@ Messages that are expected, and would otherwise worry, are said once with the re
 - mmengine's "Reach the end of the dataloader, it will be restarted ..." (an iteration-based
   loop over a finite sampler starts another pass over the data) is logged once per run, as one
   line saying so;
-- notes that hold for the whole process (e.g. "No CUDA: training in fp32") are logged by the
-  first run of a process only (`first_time`).
+- notes that hold for the whole process (e.g. "No CUDA: training in fp32") reach the console
+  from the first run of a process only, and every run's log file (`log_once_per_process`).
 """
 from __future__ import annotations
 
@@ -30,11 +30,18 @@ _SAID: set[str] = set()  # notes logged by an earlier run of this process
 
 
 class ConsoleFilter(logging.Filter):
-    """On the console handler: drop the config dump and the hook table (the log file keeps
-    them)."""
+    """On the console handler: drop records marked `extra={'console': False}` and, unless
+    show_config, the config dump and the hook table (the log file keeps all of them)."""
+
+    def __init__(self, show_config: bool = False) -> None:
+        super().__init__()
+        self.show_config = show_config
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (isinstance(record.msg, str) and record.msg.startswith(CONSOLE_ONLY_IN_FILE))
+        if getattr(record, 'console', True) is False:
+            return False
+        return self.show_config or not (isinstance(record.msg, str)
+                                        and record.msg.startswith(CONSOLE_ONLY_IN_FILE))
 
 
 class ShortEnvFormatter(logging.Formatter):
@@ -87,13 +94,12 @@ def quiet(logger: logging.Logger, show_config: bool = False) -> logging.Logger:
     """Install the filters on an MMLogger (idempotent)."""
     if not any(isinstance(f, ExpectedMessageFilter) for f in logger.filters):
         logger.addFilter(ExpectedMessageFilter())
-    if show_config:
-        return logger
     for handler in logger.handlers:
         if (type(handler) is logging.StreamHandler
                 and not any(isinstance(f, ConsoleFilter) for f in handler.filters)):
-            handler.addFilter(ConsoleFilter())
-            handler.setFormatter(ShortEnvFormatter(handler.formatter))
+            handler.addFilter(ConsoleFilter(show_config))
+            if not show_config:
+                handler.setFormatter(ShortEnvFormatter(handler.formatter))
     return logger
 
 
@@ -118,8 +124,12 @@ def quiet_runner_logs(show_config: bool = False):
             del MMLogger.get_instance
 
 
-def first_time(notes) -> list[str]:
-    """The notes this process has not logged yet (each note is logged by one run only)."""
-    new = [n for n in dict.fromkeys(filter(None, notes)) if n not in _SAID]
-    _SAID.update(new)
-    return new
+def log_once_per_process(logger: logging.Logger, note: str | None,
+                         level: int = logging.WARNING) -> None:
+    """Log a note about the machine (e.g. "No CUDA: training in fp32") in every run's log file,
+    and on the console for the first run of the process only."""
+    if not note:
+        return
+    first = note not in _SAID
+    _SAID.add(note)
+    logger.log(level, note, extra={} if first else {'console': False})

@@ -119,10 +119,9 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
                            '(--show-config prints them here)')
     for note in filter(None, notes):
         runner.logger.warning(note)
-    for note in console.first_time([cpu_note]):  # about the machine: once per process
-        runner.logger.warning(note)
-    for note in console.first_time([malloc_note]):
-        runner.logger.info(note)
+    # about the machine: on the console once per process, in every run's log file
+    console.log_once_per_process(runner.logger, cpu_note)
+    console.log_once_per_process(runner.logger, malloc_note, level=20)
     if mode == 'train':
         runner.train()
         return RunResult(runner, None)

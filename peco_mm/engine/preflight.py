@@ -89,7 +89,7 @@ def _is_local(path) -> bool:
 
 
 def _checkpoint_problem(key: str, path: str, what: str, fix: str) -> Problem:
-    return Problem(key, f'{key}={path!r} not found', [f'expected: {what}', f'fix: {fix}'], path)
+    return Problem(key, f'{key}={path!r} not found', [f'Expected: {what}', f'Fix: {fix}'], path)
 
 
 def checkpoint_problems(cfg, mode: str = 'train', resume=None,
@@ -136,11 +136,11 @@ def checkpoint_problems(cfg, mode: str = 'train', resume=None,
         walk(cfg.get(name) or {}, name)
     if mode == 'test' and checkpoint is not None and not osp.isfile(checkpoint):
         out.append(Problem('CHECKPOINT', f'checkpoint {checkpoint!r} not found',
-                           ['expected: the weights to evaluate (a checkpoint tools/train.py '
+                           ['Expected: the weights to evaluate (a checkpoint tools/train.py '
                             'wrote)'], checkpoint))
     if isinstance(resume, str) and resume != 'auto' and not osp.isfile(resume):
         out.append(Problem('--resume', f'--resume {resume}: no such checkpoint file',
-                           ['expected: a checkpoint of this run, or --resume with no value for '
+                           ['Expected: a checkpoint of this run, or --resume with no value for '
                             "the work dir's last one"], resume))
     load_from = cfg.get('load_from')
     if mode == 'train' and not resume and _is_local(load_from) and not osp.isfile(load_from):
@@ -220,15 +220,15 @@ def dataset_problems(cfg, phases=('train', 'val', 'test')) -> list[Problem]:
         dtype = str(ds.get('type', ''))
         kind = dataset_kind(dtype)
         layout = LAYOUTS.get(kind, 'see the dataset class docs')
-        details = [f'expected layout: {layout}']
+        details = [f'Expected layout: {layout}']
         if kind in SOURCES:
-            details.append(f'get it: {SOURCES[kind]}')
+            details.append(f'Get it: {SOURCES[kind]}')
         root = ds.get('data_root') or ''
         key = f'{loader}.dataset'
         if root and not osp.isdir(root):
             out.append(Problem(f'{key}.data_root',
                                f'{loader}: dataset {dtype} data_root {root!r} does not exist',
-                               details + [f'fix: put the data there (a symlink data -> '
+                               details + [f'Fix: put the data there (a symlink data -> '
                                           f'/your/datasets works), or --cfg-options '
                                           f'{key}.data_root=PATH'], root))
             continue
@@ -241,7 +241,7 @@ def dataset_problems(cfg, phases=('train', 'val', 'test')) -> list[Problem]:
             if not osp.isfile(path):
                 out.append(Problem(f'{key}.ann_file',
                                    f'{loader}: dataset {dtype} ann_file {path!r} does not exist',
-                                   details + [f'fix: --cfg-options {key}.ann_file=PATH'], path))
+                                   details + [f'Fix: --cfg-options {key}.ann_file=PATH'], path))
         for pkey, prefix in _prefixes(ds):
             path = prefix if osp.isabs(prefix) else osp.join(root, prefix)
             if not osp.isdir(path):
@@ -262,7 +262,7 @@ def dataset_problems(cfg, phases=('train', 'val', 'test')) -> list[Problem]:
                 key = f'{phase}_evaluator' + (f'.{i}' if isinstance(evaluators, (list, tuple))
                                               else '')
                 out.append(Problem(f'{key}.ann_file', f'{key}: ann_file {ann!r} does not exist',
-                                   [f'fix: --cfg-options {key}.ann_file=PATH'], ann))
+                                   [f'Fix: --cfg-options {key}.ann_file=PATH'], ann))
     return out
 
 

@@ -54,8 +54,18 @@ def test_show_config_keeps_the_console_as_mmengine_prints_it(tmp_path, capsys):
     assert out.count(console.RESTART_NOTE) == 1  # said once either way
 
 
-def test_machine_notes_once_per_process(monkeypatch):
+def test_machine_notes_reach_the_console_once_per_process(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(console, '_SAID', set())
-    assert console.first_time(['No CUDA: fp32', None, 'No CUDA: fp32']) == ['No CUDA: fp32']
-    assert console.first_time(['No CUDA: fp32']) == []
-    assert console.first_time(['another']) == ['another']
+    logs = []
+    for run in ('first_run', 'second_run'):
+        with console.quiet_runner_logs():
+            logger = MMLogger.get_instance(run, log_file=str(tmp_path / f'{run}.log'))
+        console.log_once_per_process(logger, 'No CUDA: training in fp32')
+        console.log_once_per_process(logger, None)
+        for h in logger.handlers[:]:
+            h.close()
+            logger.removeHandler(h)
+        MMLogger._instance_dict.pop(run)
+        logs.append((tmp_path / f'{run}.log').read_text())
+    assert capsys.readouterr().out.count('No CUDA: training in fp32') == 1
+    assert [log.count('No CUDA: training in fp32') for log in logs] == [1, 1]
