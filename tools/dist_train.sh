@@ -22,7 +22,7 @@
 # up after env_cfg.dist_cfg.timeout seconds (set it with --cfg-options).
 set -euo pipefail
 if [[ $# -lt 2 ]]; then
-  sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 CONFIG=$1
