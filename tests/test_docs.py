@@ -622,7 +622,7 @@ def test_backbone_snippets_build_in_their_hosts(tmp_path):
     import torch
     from mmengine.config import Config
     from mmengine.model import revert_sync_batchnorm
-    from mmengine.registry import init_default_scope
+    from mmengine.registry import DefaultScope
     snippets = config_snippets()
     hosts = sorted(re.search(r"_base_ = '(mm\w+)::", t).group(1) for _, t in snippets)
     assert hosts == ['mmdet', 'mmpretrain', 'mmseg', 'mmseg'], hosts  # README + getting started
@@ -630,9 +630,9 @@ def test_backbone_snippets_build_in_their_hosts(tmp_path):
         (tmp_path / f's{i}.py').write_text(text)
         cfg = Config.fromfile(str(tmp_path / f's{i}.py'))
         scope = cfg.default_scope
-        init_default_scope(scope)
         MODELS = importlib.import_module(f'{scope}.registry').MODELS
-        model = revert_sync_batchnorm(MODELS.build(_tiny(cfg.model))).eval()
+        with DefaultScope.overwrite_default_scope(scope):  # the caller's scope stays
+            model = revert_sync_batchnorm(MODELS.build(_tiny(cfg.model))).eval()
         x = torch.randn(1, 3, 64, 64)
         with torch.no_grad():
             if scope == 'mmdet':  # backbone pyramid -> FPN: 5 levels of 256 channels
