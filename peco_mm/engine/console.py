@@ -2,8 +2,8 @@
 
 mmengine's Runner logs the full config, the hook table and the system environment (PyTorch's
 build details) at the start of every run; they go to the run's log file (and the config to
-WORK_DIR/<config name>.py), while the console gets the environment in one line plus the runtime
-settings, unless `show_config=True` (`tools/train.py --show-config`). mmengine's own
+WORK_DIR/<config name>.py), while the console gets the environment and the runtime settings
+in a line each, unless `show_config=True` (`tools/train.py --show-config`). mmengine's own
 deprecation notices about its file client (which the hosts still use) stay in the log file.
 Messages that are expected, and would otherwise worry, are said once with the reason:
 
@@ -61,16 +61,17 @@ class ShortEnvFormatter(logging.Formatter):
 
 
 def short_env(block: str) -> str:
-    """mmengine's environment block -> 'System environment: Python 3.11.7, ...' + the runtime
-    settings it lists."""
+    """mmengine's environment block -> two lines, 'System environment: Python 3.11.7, ...' and
+    'Runtime environment: seed: 0, ..., Distributed training: False, GPU number: 1'."""
     system, _, runtime = block.partition('Runtime environment:')
     items = []
     for line in system.splitlines():
         key, _, value = line.strip().partition(': ')
         if line.startswith('    ') and (key in ENV_KEYS or key.startswith('GPU ')):
             items.append(f"{key} {value.split(' (')[0]}")
-    head = f"System environment: {', '.join(items)} (all of it in the log file)"
-    return head + ('\nRuntime environment:' + runtime.rstrip('\n -') if runtime else '')
+    settings = [line.strip() for line in runtime.splitlines() if line.startswith('    ')]
+    return (f"System environment: {', '.join(items)} (all of it in the log file)\n"
+            f"Runtime environment: {', '.join(settings)}")
 
 
 class ExpectedMessageFilter(logging.Filter):
