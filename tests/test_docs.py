@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ['README.md'] + sorted(str(p.relative_to(ROOT)) for p in (ROOT / 'docs').glob('*.md'))
 CONFIG_SOURCES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / 'configs').rglob('*.py'))
@@ -47,6 +49,7 @@ class Command:
     name: str  # tools/x.py, make target, or mim package
     args: list[str] = field(default_factory=list)
     bare: bool = False  # run as `tools/x.py ...`, not `python tools/x.py ...`
+    inline: bool = False  # from an `inline span` (prose), not a code block
 
 
 # ---- extraction --------------------------------------------------------------------------------
@@ -149,6 +152,7 @@ def extract(path: str):
     for i, span, _ in spans:
         cmd = parse_command(span, f'{path}:{i}')
         if cmd and (cmd.args or not cmd.bare):  # a bare `tools/x.py` is a mention, not a run
+            cmd.inline = True
             commands.append(cmd)
     tokens = [(i, tok) for i, text in rows for tok in text.split()]
     return commands, [(f'{path}:{i}', s, para) for i, s, para in spans], tokens
@@ -177,12 +181,22 @@ def path_exists(pattern: str) -> bool:
     return all(glob.glob(str(ROOT / p.rstrip('/'))) for p in expand(pattern))
 
 
+def activated_env() -> dict:
+    """The environment of a shell after the docs' `source .venv/bin/activate` (the venv the
+    tests run in): its bin/ first on PATH, VIRTUAL_ENV set, and nothing else added: no
+    PYTHONPATH, so `python tools/x.py` finds peco_mm and the hosts only through the venv."""
+    env = {k: v for k, v in os.environ.items() if k not in ('PYTHONPATH', 'PYTHONHOME')}
+    env.update(PATH=f"{Path(sys.prefix) / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+               VIRTUAL_ENV=sys.prefix, OMP_NUM_THREADS='1')
+    env.pop('PECO_SKIP_PREFLIGHT', None)
+    return env
+
+
 def _tool_help(tool: str) -> tuple[int, str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='1')
+    """`python tools/x.py [SUB] --help`, run from the repository root in an activated shell."""
     try:
         script, *sub = tool.split()
-        proc = subprocess.run([sys.executable, str(ROOT / script), *sub, '--help'], cwd=ROOT,
-                              env=env,
+        proc = subprocess.run(['python', script, *sub, '--help'], cwd=ROOT, env=activated_env(),
                               capture_output=True, text=True, timeout=HELP_TIMEOUT)
     except subprocess.TimeoutExpired:
         return -1, f'no answer in {HELP_TIMEOUT} s'
@@ -348,6 +362,26 @@ def problems_tools() -> list[str]:
     return out
 
 
+def problems_convention() -> list[str]:
+    """Every command is written the one way README.md states (`source .venv/bin/activate`
+    once, then `python tools/x.py ...`): no `.venv/bin/python` / `.venv/bin/pip`, and no bare
+    `tools/x.py` in a code block (a bare name in prose is a mention)."""
+    out = []
+    for cmd in all_commands():
+        first = _drop_comment(cmd.text).split()
+        first = [t for t in first if not re.fullmatch(r'[A-Z_][A-Z0-9_]*=\S*', t)][:1]
+        if first and first[0].startswith('.venv/'):
+            out.append(f'{cmd.where}: `{first[0]} ...`: write `python ...` (the docs activate '
+                       'the venv once: source .venv/bin/activate)')
+        elif cmd.kind == 'tool' and cmd.bare and cmd.name.endswith('.py') and not cmd.inline:
+            out.append(f'{cmd.where}: `{cmd.name} ...`: write `python {cmd.name} ...`')
+    for src in DOCS:
+        for i, line in enumerate((ROOT / src).read_text().splitlines(), 1):
+            if '.venv/bin/pip' in line or '.venv/bin/python ' in line:
+                out.append(f'{src}:{i}: .venv/bin/...: write `pip` / `python` (activated venv)')
+    return out
+
+
 def problems_help() -> list[str]:
     out = []
     for tool, (rc, text) in tool_helps().items():
@@ -435,6 +469,10 @@ def test_every_tool_answers_help():
     _assert_none(problems_help())
 
 
+def test_docs_write_every_command_one_way():
+    _assert_none(problems_convention())
+
+
 def test_docs_flags_exist_in_the_tools_argparse():
     _assert_none(problems_flags())
 
@@ -484,18 +522,163 @@ def test_readme_export_commands_run_as_written(tmp_path):
     ckpt.parent.mkdir(parents=True)
     torch.save({'state_dict': sd, 'meta': {}}, ckpt)
     (tmp_path / 'tools').symlink_to(ROOT / 'tools')
-    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS='1')
     for command in commands:
-        argv = shlex.split(command)
-        assert argv[0] == 'python', command
-        done = subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, f'README.md: {command}\n{done.stdout}\n{done.stderr}'
+        assert shlex.split(command)[0] == 'python', command
+        run_as_written(command, cwd=tmp_path)
+
+
+# ---- documented commands, run as written -------------------------------------------------------
+def documented(src: str, start: str) -> str:
+    """The one documented command of `src` that starts with `start` (continuations joined,
+    comment dropped)."""
+    found = [c.text for c in extract(src)[0] if _drop_comment(c.text).startswith(start)]
+    assert len(found) == 1, f'{src}: {len(found)} commands start with {start!r}: {found}'
+    return ' '.join(_drop_comment(found[0]).split())
+
+
+def run_as_written(command: str, cwd: Path, timeout: int = 300) -> str:
+    """Run a command line in bash, in a shell that did what the docs say and nothing more
+    (`source .venv/bin/activate`); return its output, failing with it on a non-zero exit."""
+    proc = subprocess.run(['bash', '-c', command], cwd=cwd, env=activated_env(),
+                          capture_output=True, text=True, timeout=timeout)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f'`{command}` failed ({proc.returncode}):\n{out[-4000:]}'
+    return out
+
+
+# a tiny classification run (the demo's toy fine-tuning config, 2 iterations), written where the
+# documented plot_logs command reads a run
+TINY_RUN = """
+_base_ = '{root}/configs/demo/finetune_tiny_cls.py'
+work_dir = 'work_dirs/tokenizer_vqvae_in1k'
+train_dataloader = dict(batch_size=4, dataset=dict(data_root='cls'))
+val_dataloader = dict(dataset=dict(data_root='cls'))
+test_dataloader = val_dataloader
+param_scheduler = []
+train_cfg = dict(max_iters=2, val_interval=2)
+default_hooks = dict(logger=dict(interval=1), checkpoint=dict(interval=2))
+"""
+
+
+@pytest.mark.slow
+def test_documented_commands_run_as_written(tmp_path):
+    """check_dataset on made ADE20K data, convert_checkpoint on a made MoCo v3 file, a tiny
+    training run, plot_logs on its log and test.py on its checkpoint: each the documented line,
+    placeholders (CONFIG, CHECKPOINT) filled in, run from a folder holding the repository's
+    tools/ and configs/ and the made files, in the activated environment only."""
+    import torch
+    from timm.models.vision_transformer import VisionTransformer
+
+    from peco_mm.utils import make_class_folder
+    from peco_mm.utils.demo_data import make_ade
+    for name in ('tools', 'configs'):
+        (tmp_path / name).symlink_to(ROOT / name)
+    # python tools/check_dataset.py configs/peco/upernet_vitb_ade20k.py --split train val
+    make_ade(tmp_path / 'data' / 'ade' / 'ADEChallengeData2016', n_train=2, n_val=1)
+    out = run_as_written(documented('docs/getting_started.md', 'python tools/check_dataset.py '
+                                    'configs/peco/upernet_vitb_ade20k.py'), tmp_path)
+    assert 'checking 3 images and 3 label maps' in out and 'all files are good' in out
+    # python tools/convert_checkpoint.py vit-b-300ep.pth.tar checkpoints/mocov3_vit_base_100ep.pth
+    vit = VisionTransformer(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4,
+                            num_classes=0)
+    torch.save({'epoch': 300, 'arch': 'vit_base', 'state_dict': {
+        f'module.base_encoder.{k}': v for k, v in vit.state_dict().items()}},
+        tmp_path / 'vit-b-300ep.pth.tar')
+    convert = documented('README.md', 'python tools/convert_checkpoint.py')
+    assert convert == documented('docs/getting_started.md', 'python tools/convert_checkpoint.py')
+    (tmp_path / 'checkpoints').mkdir()
+    out = run_as_written(convert, tmp_path)
+    assert 'mocov3' in out
+    from peco_mm.models import PeCoViT
+    PeCoViT.from_checkpoint(str(tmp_path / 'checkpoints' / 'mocov3_vit_base_100ep.pth'))
+    # python tools/train.py CONFIG [--work-dir DIR] ... (the optional flags left out)
+    make_class_folder(tmp_path / 'cls' / 'train', size=32, per_class=4)
+    make_class_folder(tmp_path / 'cls' / 'val', size=32, seed=1, per_class=2)
+    (tmp_path / 'tiny.py').write_text(TINY_RUN.format(root=ROOT))
+    preflight = documented('README.md', 'python tools/train.py CONFIG --preflight-only')
+    assert run_as_written(preflight.replace('CONFIG', 'tiny.py'), tmp_path) == ''  # all there
+    train = re.sub(r'\s*\[.*\]', '', documented('README.md', 'python tools/train.py CONFIG ['))
+    out = run_as_written(train.replace('CONFIG', 'tiny.py'), tmp_path)
+    assert 'Iter(train) [2/2]' in out and 'Config:' not in out  # the config dump: in the log
+    run = tmp_path / 'work_dirs' / 'tokenizer_vqvae_in1k'
+    assert 'Config:' in next(run.glob('*/*.log')).read_text()
+    # python tools/plot_logs.py work_dirs/tokenizer_vqvae_in1k --out .../plots
+    out = run_as_written(documented('docs/getting_started.md', 'python tools/plot_logs.py '
+                                    'work_dirs/tokenizer_vqvae_in1k'), tmp_path)
+    assert (run / 'plots' / 'loss.png').is_file()
+    # python tools/test.py CONFIG CHECKPOINT
+    test = documented('README.md', 'python tools/test.py CONFIG CHECKPOINT')
+    out = run_as_written(test.replace('CONFIG', 'tiny.py').replace(
+        'CHECKPOINT', 'work_dirs/tokenizer_vqvae_in1k/iter_2.pth'), tmp_path)
+    assert 'accuracy/top1' in out
+
+
+# ---- the backbone in your own config: each documented snippet builds ---------------------------
+def config_snippets() -> list[tuple[str, str]]:
+    """(place, text) of every fenced python block of the docs that is a whole host config using
+    PeCoViT (`_base_ = 'mmX::...'` and custom_imports)."""
+    out = []
+    for src in DOCS:
+        block, start = None, 0
+        for i, line, kind in _md_lines(src):
+            if kind == 'python':
+                if block is None:
+                    block, start = [], i
+                block.append(line)
+            elif block is not None:
+                text = '\n'.join(block)
+                if re.search(r"^_base_ = 'mm\w+::", text, re.M) and 'custom_imports' in text:
+                    out.append((f'{src}:{start}', text))
+                block = None
+    return out
+
+
+def _tiny(node):
+    """The snippet's model at test size: a 64-wide, 4-block ViT at 64 px without pretrained
+    weights; the heads' ViT-B width (768) becomes 64 wherever the snippet states it."""
+    if isinstance(node, dict):
+        if node.get('type') == 'PeCoViT':
+            node.update(arch=dict(embed_dims=64, num_layers=4, num_heads=2), img_size=64,
+                        init_cfg=None)
+        for k, v in node.items():
+            if k == 'in_channels':
+                node[k] = [64 if c == 768 else c for c in v] if isinstance(v, list) else (
+                    64 if v == 768 else v)
+            else:
+                _tiny(v)
+    return node
+
+
+def test_backbone_snippets_build_in_their_hosts(tmp_path):
+    import importlib
+
+    import torch
+    from mmengine.config import Config
+    from mmengine.model import revert_sync_batchnorm
+    from mmengine.registry import DefaultScope
+    snippets = config_snippets()
+    hosts = sorted(re.search(r"_base_ = '(mm\w+)::", t).group(1) for _, t in snippets)
+    assert hosts == ['mmdet', 'mmpretrain', 'mmseg', 'mmseg'], hosts  # README + getting started
+    for i, (where, text) in enumerate(snippets):
+        (tmp_path / f's{i}.py').write_text(text)
+        cfg = Config.fromfile(str(tmp_path / f's{i}.py'))
+        scope = cfg.default_scope
+        MODELS = importlib.import_module(f'{scope}.registry').MODELS
+        with DefaultScope.overwrite_default_scope(scope):  # the caller's scope stays
+            model = revert_sync_batchnorm(MODELS.build(_tiny(cfg.model))).eval()
+        x = torch.randn(1, 3, 64, 64)
+        with torch.no_grad():
+            if scope == 'mmdet':  # backbone pyramid -> FPN: 5 levels of 256 channels
+                shapes = [tuple(f.shape) for f in model.extract_feat(x)]
+                assert shapes == [(1, 256, 64 // s, 64 // s) for s in (4, 8, 16, 32, 64)], where
+            else:
+                out = model(x, mode='tensor')
+                assert out.shape[:2] == ((1, 150) if scope == 'mmseg' else (1, 1000)), where
 
 
 if __name__ == '__main__':  # print every problem, grouped by check
-    for check in (problems_paths, problems_tools, problems_help, problems_flags,
-                  problems_cfg_keys):
+    for check in (problems_paths, problems_tools, problems_convention, problems_help,
+                  problems_flags, problems_cfg_keys):
         found = sorted(set(check()))
         print(f'== {check.__name__}: {len(found)}')
         print('\n'.join(found))

@@ -14,12 +14,15 @@
 # MASTER_ADDR  address of node 0, reachable from every node (default 127.0.0.1)
 # PORT         rendezvous port on node 0 (default 29500 with NNODES > 1; all nodes must agree)
 # PYTHON       the interpreter (default: the repository's .venv, else python)
+# Before torchrun starts any rank, one process checks every checkpoint and dataset the config
+# reads and lists all missing ones in one block (tools/train.py --preflight-only); skip it with
+# --skip-preflight or PECO_SKIP_PREFLIGHT=1.
 # Without CUDA the processes talk over gloo on CPU. If a process dies, the others stop with an
 # error instead of waiting: gloo notices the closed connection, and a rank that hangs is given
 # up after env_cfg.dist_cfg.timeout seconds (set it with --cfg-options).
 set -euo pipefail
 if [[ $# -lt 2 ]]; then
-  sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 fi
 CONFIG=$1
@@ -28,5 +31,9 @@ shift 2
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-$([[ -x "$ROOT/.venv/bin/python" ]] && echo "$ROOT/.venv/bin/python" || echo python)}"
 source "$ROOT/tools/torchrun_args.sh"
+if [[ -z "${PECO_SKIP_PREFLIGHT:-}" && " $* " != *" --skip-preflight "* ]]; then
+  PYTHONPATH="$ROOT:${PYTHONPATH:-}" "$PY" "$ROOT/tools/train.py" "$CONFIG" --preflight-only "$@" \
+    || exit $?
+fi
 PYTHONPATH="$ROOT:${PYTHONPATH:-}" exec "$PY" -m torch.distributed.run "${TORCHRUN_ARGS[@]}" \
   --nproc_per_node="$NPROC" "$ROOT/tools/train.py" "$CONFIG" --launcher pytorch "$@"

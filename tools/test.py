@@ -10,8 +10,15 @@ import argparse
 import os
 import os.path as osp
 import sys
+import warnings
 
-from mmengine.config import DictAction  # light: no torch
+# mmengine 0.10.7 imports pkg_resources, which setuptools deprecates: nothing a user can act on
+warnings.filterwarnings('ignore', message='pkg_resources is deprecated', category=UserWarning)
+try:
+    from mmengine.config import DictAction  # light: no torch
+except ModuleNotFoundError as err:  # a Python outside the project's environment
+    raise SystemExit(f'{err}: activate the environment first: source .venv/bin/activate '
+                     '(after make install)')
 
 EPILOG = """\
 examples:
@@ -47,6 +54,9 @@ def parse_args(argv=None):
                    help='also log to this backend (repeatable; its package must be installed)')
     p.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
                    help='override config keys, e.g. test_dataloader.batch_size=8')
+    p.add_argument('--show-config', action='store_true',
+                   help='print the config and the hook table on the console too (they always '
+                   'go to the run\'s log file)')
     p.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
                    help='job launcher (dist_test.sh and slurm_test.sh set it)')
     p.add_argument('--local-rank', '--local_rank', type=int, default=0, help=argparse.SUPPRESS)
@@ -59,16 +69,19 @@ def main(argv=None):
     args = parse_args(argv)
     if not osp.isfile(args.config):
         raise SystemExit(f'test.py: config file {args.config!r} not found')
-    if not osp.isfile(args.checkpoint):
-        raise SystemExit(f'test.py: checkpoint {args.checkpoint!r} not found')
     if args.out and not args.out.endswith(('.pkl', '.pickle', '.json', '.yaml', '.yml')):
         raise SystemExit(f'test.py: --out {args.out}: expected FILE.pkl (predictions) or '
                          'FILE.json / FILE.yaml (metrics)')
     sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from any folder
     from peco_mm.engine.launch import run, shutdown_distributed
-    run(args.config, args.work_dir, args.cfg_options, 'test', checkpoint=args.checkpoint,
-        launcher=args.launcher, out=args.out, show_dir=args.show_dir,
-        show_interval=args.show_interval, vis_backends=tuple(args.vis_backend))
+    from peco_mm.engine.preflight import PreflightError, exit_message
+    try:  # a missing checkpoint or dataset: every one listed in one block, no traceback
+        run(args.config, args.work_dir, args.cfg_options, 'test', checkpoint=args.checkpoint,
+            launcher=args.launcher, out=args.out, show_dir=args.show_dir,
+            show_interval=args.show_interval, vis_backends=tuple(args.vis_backend),
+            show_config=args.show_config)
+    except PreflightError as err:
+        raise SystemExit(exit_message(err))
     shutdown_distributed()
 
 

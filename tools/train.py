@@ -9,11 +9,21 @@ own tools/train.py. Without CUDA, an AmpOptimWrapper config trains in fp32 (one 
 so) and several processes talk over gloo.
 """
 import argparse
+import importlib.util
 import os
 import os.path as osp
 import sys
+import warnings
 
-from mmengine.config import DictAction  # light: no torch
+# mmengine 0.10.7 imports pkg_resources, which setuptools deprecates: nothing a user can act on
+warnings.filterwarnings('ignore', message='pkg_resources is deprecated', category=UserWarning)
+try:
+    from mmengine.config import DictAction  # light: no torch
+except ModuleNotFoundError as err:  # a Python outside the project's environment
+    raise SystemExit(f'{err}: activate the environment first: source .venv/bin/activate '
+                     '(after make install)')
+
+ROOT = osp.dirname(osp.dirname(osp.realpath(__file__)))
 
 EPILOG = """\
 examples:
@@ -23,6 +33,7 @@ examples:
       train_dataloader.dataset.data_root=data/imagenet
   tools/train.py CONFIG --auto-scale-lr               # lr x total batch / base_batch_size
   tools/train.py CONFIG --no-validate --vis-backend tensorboard
+  tools/train.py CONFIG --preflight-only              # list every missing file, start nothing
   tools/dist_train.sh CONFIG 8 [flags]                # 8 processes on this node (torchrun)
   NNODES=2 NODE_RANK=0 MASTER_ADDR=10.0.0.1 tools/dist_train.sh CONFIG 8   # node 0 of 2
   GPUS=16 tools/slurm_train.sh PARTITION JOB CONFIG   # slurm
@@ -54,6 +65,15 @@ def parse_args(argv=None):
     p.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
                    help='override config keys, e.g. train_dataloader.batch_size=8 '
                    'optim_wrapper.optimizer.lr=1e-3')
+    p.add_argument('--show-config', action='store_true',
+                   help='print the config and the hook table on the console too (they always '
+                   'go to the run\'s log file)')
+    p.add_argument('--preflight-only', action='store_true',
+                   help='check every checkpoint and dataset the config reads, list the missing '
+                   'ones, and exit (dist_train.sh runs this before torchrun starts any rank)')
+    p.add_argument('--skip-preflight', action='store_true',
+                   help='do not check the config\'s checkpoints and datasets before building '
+                   'anything (or set PECO_SKIP_PREFLIGHT=1)')
     p.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
                    help='job launcher (dist_train.sh and slurm_train.sh set it)')
     p.add_argument('--local-rank', '--local_rank', type=int, default=0, help=argparse.SUPPRESS)
@@ -62,15 +82,47 @@ def parse_args(argv=None):
     return args
 
 
+def load_preflight():
+    """peco_mm/engine/preflight.py on its own: `import peco_mm` registers every model (torch,
+    seconds), and the check needs only the config."""
+    package = importlib.util.find_spec('peco_mm')  # found, not imported
+    base = package.submodule_search_locations[0] if package else osp.join(ROOT, 'peco_mm')
+    spec = importlib.util.spec_from_file_location(
+        'peco_mm_preflight', osp.join(base, 'engine', 'preflight.py'))
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # (dataclasses look their module up)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def preflight_only(args) -> int:
+    """Check the config's inputs as the run would; print the report; 0 when all are there."""
+    pre = load_preflight()
+    cfg = pre.load(args.config, args.cfg_options, no_validate=args.no_validate)
+    problems = pre.find_problems(cfg, 'train', resume=args.resume)
+    if problems:
+        print(pre.report(problems, args.config), file=sys.stderr)
+    return 1 if problems else 0
+
+
 def main(argv=None):
     args = parse_args(argv)
     if not osp.isfile(args.config):
         raise SystemExit(f'train.py: config file {args.config!r} not found')
-    sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from any folder
+    if args.skip_preflight:
+        os.environ['PECO_SKIP_PREFLIGHT'] = '1'
+    if args.preflight_only:
+        raise SystemExit(preflight_only(args))
+    sys.path.insert(0, ROOT)  # run from any folder
     from peco_mm.engine.launch import run, shutdown_distributed
-    run(args.config, args.work_dir, args.cfg_options, 'train', resume=args.resume, amp=args.amp,
-        launcher=args.launcher, no_validate=args.no_validate, auto_scale_lr=args.auto_scale_lr,
-        vis_backends=tuple(args.vis_backend))
+    from peco_mm.engine.preflight import PreflightError, exit_message
+    try:
+        run(args.config, args.work_dir, args.cfg_options, 'train', resume=args.resume,
+            amp=args.amp, launcher=args.launcher, no_validate=args.no_validate,
+            auto_scale_lr=args.auto_scale_lr, vis_backends=tuple(args.vis_backend),
+            show_config=args.show_config)
+    except PreflightError as err:  # every missing input, in one block, without a traceback
+        raise SystemExit(exit_message(err))
     shutdown_distributed()
 
 

@@ -5,7 +5,8 @@
 #
 #   tools/dist_train.sh configs/peco/tokenizer_vqvae_in1k.py 8 \
 #       --cfg-options model.perceptual_cfg.checkpoint=MOCOV3_VITB.pth
-#   tools/test.py configs/peco/tokenizer_vqvae_in1k.py work_dirs/tokenizer_vqvae_in1k/epoch_100.pth
+#   python tools/test.py configs/peco/tokenizer_vqvae_in1k.py \
+#       work_dirs/tokenizer_vqvae_in1k/epoch_100.pth
 _base_ = [
     'mmpretrain::_base_/default_runtime.py',
     '../_base_/tokenizer/vqvae_cnn16.py',

@@ -14,8 +14,9 @@ tests all call it. It
 - trains on several CPU processes: mmengine 0.10.7's `init_dist` calls `torch.cuda.set_device`
   and wraps the model with `device_ids=[local_rank]`, so on CPU we start the gloo group
   ourselves (with `env_cfg.dist_cfg.timeout`) and wrap with `device_ids=None`;
-- checks dataset and pretrained-checkpoint paths before the runner starts, naming the config
-  key and the expected folder layout;
+- checks every checkpoint and dataset path the config reads before anything is built, and
+  reports all missing ones at once, each with its config key, the expected layout and where
+  to get it (`peco_mm.engine.preflight`);
 - adds the training safeguards of `peco_mm.engine.hooks.safeguards` (atomic checkpoints,
   resume fallback and check, non-finite loss guard, bad-sample policy);
 - on a machine without CUDA, keeps freed CPU memory for the next step instead of returning it
@@ -37,16 +38,9 @@ import torch.distributed as dist
 from mmengine.config import Config, ConfigDict
 
 from ..utils.malloc import apply_cpu_malloc
+from . import console, preflight
+from .preflight import LAYOUTS, PreflightError, dataset_layout  # noqa: F401 (public names)
 
-LAYOUTS = {
-    'ImageNet': 'DATA_ROOT/train/<class>/*.JPEG and DATA_ROOT/val/<class>/*.JPEG '
-                '(optionally DATA_ROOT/meta/train.txt, val.txt)',
-    'CustomDataset': 'DATA_ROOT/<data_prefix>/<class>/<image>',
-    'ADE20KDataset': 'DATA_ROOT/images/{training,validation}/*.jpg and '
-                     'DATA_ROOT/annotations/{training,validation}/*.png',
-    'CocoDataset': 'DATA_ROOT/annotations/instances_{train,val}2017.json and '
-                   'DATA_ROOT/{train,val}2017/*.jpg',
-}
 # --vis-backend NAME -> (mmengine vis backend type, the package it needs)
 VIS_BACKENDS = {
     'local': ('LocalVisBackend', None),
@@ -69,7 +63,8 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
         mode: str = 'train', *, checkpoint: str | None = None, resume: str | None = None,
         amp: bool = False, launcher: str = 'none', no_validate: bool = False,
         auto_scale_lr: bool = False, out: str | None = None, show_dir: str | None = None,
-        show_interval: int = 1, vis_backends: tuple[str, ...] = ()) -> RunResult:
+        show_interval: int = 1, vis_backends: tuple[str, ...] = (),
+        show_config: bool = False) -> RunResult:
     """Train or test `config` the way `tools/train.py` and `tools/test.py` do.
 
     Args:
@@ -87,13 +82,13 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
         show_dir: (test) where the host's visualization hook writes painted predictions.
         show_interval: (test) paint every n-th image (mmpretrain and mmseg; mmdet paints all).
         vis_backends: extra visualizer backends by name (see VIS_BACKENDS).
+        show_config: print the config and the hook table on the console too (they always go
+            to the run's log file; see `peco_mm.engine.console`).
     """
     if mode not in MODES:
         raise ValueError(f'mode={mode!r}: expected one of {MODES}')
     if mode == 'test' and not checkpoint:
         raise ValueError("mode='test' needs checkpoint=PATH (the weights to evaluate)")
-    if checkpoint and not osp.isfile(checkpoint):
-        raise FileNotFoundError(f'checkpoint {checkpoint!r} not found')
     import peco_mm  # noqa: F401  (registers peco_mm types)
 
     cfg = load_config(config, options)
@@ -101,16 +96,15 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
     cfg = apply_cli(cfg, work_dir, config_path, resume, amp, launcher)
     if mode == 'train':
         apply_train_flags(cfg, no_validate=no_validate, auto_scale_lr=auto_scale_lr)
-        if not cfg.get('resume'):  # a resumed run takes its weights from the checkpoint
-            check_pretrained_paths(cfg)
-        check_dataset_paths(cfg, phases=('train', 'val') if cfg.get('val_cfg') else ('train',))
     else:
         cfg.load_from = checkpoint
         apply_test_flags(cfg, out=out, show_dir=show_dir, show_interval=show_interval)
-        check_dataset_paths(cfg, phases=('test',))
+    # every missing checkpoint and dataset at once, before anything is built (PreflightError)
+    preflight.check(cfg, mode, resume=resume, checkpoint=checkpoint, config=config_path)
     add_vis_backends(cfg, vis_backends)
     sync_with_model(cfg)
-    notes = [fall_back_to_fp32_on_cpu(cfg), sharded_clip_note(cfg)]
+    notes = [sharded_clip_note(cfg)]
+    cpu_note = fall_back_to_fp32_on_cpu(cfg)
     malloc_note = apply_cpu_malloc((cfg.get('env_cfg') or {}).get('cpu_malloc', 'auto'),
                                    torch.cuda.is_available())
     if mode == 'train':  # one run per work dir; atomic checkpoints, NaN guard, resume checks
@@ -119,13 +113,18 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
         notes.append(lock_work_dir(cfg.work_dir))
         notes += add_safeguards(cfg)
     setup_cpu_distributed(cfg)
-    runner = build_runner(cfg)
+    with console.quiet_runner_logs(show_config):
+        runner = build_runner(cfg)
     if mode == 'train':  # bad training samples: named, or skipped (config `bad_samples`)
         guard_train_data(runner)
+    if not show_config:
+        runner.logger.info(f'Config and hook order: in {runner.log_dir}/{runner.timestamp}.log '
+                           '(--show-config prints them here)')
     for note in filter(None, notes):
         runner.logger.warning(note)
-    if malloc_note:
-        runner.logger.info(malloc_note)
+    # about the machine: on the console once per process, in every run's log file
+    console.log_once_per_process(runner.logger, cpu_note)
+    console.log_once_per_process(runner.logger, malloc_note, level=20)
     if mode == 'train':
         from .work_dir_lock import unlock_work_dir
         runner.train()
@@ -350,83 +349,20 @@ def build_runner(cfg: Config):
     return Runner.from_cfg(cfg)
 
 
-def _dataset_cfgs(cfg: Config):
-    for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
-        loader_cfg = cfg.get(loader)
-        if not loader_cfg or not loader_cfg.get('dataset'):
-            continue
-        stack = [loader_cfg.dataset]
-        while stack:
-            ds = stack.pop()
-            if not isinstance(ds, dict):
-                continue
-            yield loader, ds
-            inner = ds.get('dataset')
-            stack += inner if isinstance(inner, list) else [inner]
-            stack += list(ds.get('datasets', []) or [])
-
-
-def dataset_layout(dtype: str) -> str:
-    """The expected folder layout of a dataset type, looked up along its class hierarchy, so
-    subclasses (e.g. a checked CocoDataset) inherit their parent's description."""
-    name = dtype.split('.')[-1]
-    if name in LAYOUTS:
-        return LAYOUTS[name]
-    from mmengine.registry import DATASETS
-    try:
-        cls = DATASETS.get(dtype)
-    except Exception:  # an unknown type is reported by the Runner itself
-        cls = None
-    for base in getattr(cls, '__mro__', ()):
-        if base.__name__ in LAYOUTS:
-            return LAYOUTS[base.__name__]
-    return 'see the dataset class docs'
-
-
 def check_pretrained_paths(cfg: Config) -> None:
-    """Raise FileNotFoundError naming the config key of a missing init_cfg checkpoint, before
-    any dataset or model is built."""
-    def walk(node, key):
-        if isinstance(node, dict):
-            if node.get('type') == 'Pretrained':
-                ckpt = node.get('checkpoint')
-                if ckpt and '://' not in str(ckpt) and not osp.isfile(str(ckpt)):
-                    # no "from scratch" for the tokenizer: PeCo refuses random targets
-                    hint = (' (a trained tokenizer; MIM targets cannot come from random weights)'
-                            if 'target_generator' in key else
-                            f' (a PeCo, converted or published checkpoint), or {key}=None '
-                            'to train from scratch')
-                    raise FileNotFoundError(f'{key}.checkpoint={ckpt!r} not found: set '
-                                            f'--cfg-options {key}.checkpoint=PATH{hint}')
-                return
-            for k, v in node.items():
-                walk(v, f'{key}.{k}' if key else k)
-        elif isinstance(node, (list, tuple)):
-            for i, v in enumerate(node):
-                walk(v, f'{key}.{i}')
-    walk(cfg.get('model', {}), 'model')
+    """Raise PreflightError (a FileNotFoundError) naming the config key of every missing
+    checkpoint the model reads (see `peco_mm.engine.preflight`)."""
+    problems = preflight.checkpoint_problems(cfg)
+    if problems:
+        raise PreflightError(problems)
 
 
 def check_dataset_paths(cfg: Config, phases: tuple[str, ...] = ('train', 'val', 'test')) -> None:
-    """Raise FileNotFoundError naming the first missing data_root / ann_file, with the layout."""
-    for loader, ds in _dataset_cfgs(cfg):
-        if loader.split('_')[0] not in phases:
-            continue
-        root = ds.get('data_root') or ''
-        dtype = str(ds.get('type', ''))
-        layout = dataset_layout(dtype)
-        if root and not osp.isdir(root):
-            raise FileNotFoundError(
-                f'{loader}: dataset {dtype} data_root {root!r} does not exist. Expected layout: '
-                f'{layout}. Set it with --cfg-options {loader}.dataset.data_root=PATH (or the '
-                "config's data_root).")
-        ann = ds.get('ann_file') or ''
-        if ann:
-            path = ann if osp.isabs(ann) else osp.join(root, ann)
-            if not osp.exists(path):
-                raise FileNotFoundError(
-                    f'{loader}: dataset {dtype} ann_file {path!r} does not exist. Expected '
-                    f'layout: {layout}.')
+    """Raise PreflightError (a FileNotFoundError) naming every missing data_root, ann_file and
+    image folder of the loaders of `phases`, with the expected layout."""
+    problems = preflight.merge(preflight.dataset_problems(cfg, phases))
+    if problems:
+        raise PreflightError(problems)
 
 
 def sync_with_model(cfg: Config) -> None:

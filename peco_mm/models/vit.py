@@ -547,6 +547,13 @@ def load_pretrained(model: PeCoViT, path: str, prefix: str | None = None,
         raise ValueError(f'{path}: no key matches PeCoViT; found e.g. {list(state)[:5]}')
     if missing:
         print_log(f'{path}: missing keys {missing}', logger='current', level=30)
-    if unexpected:
-        print_log(f'{path}: unexpected keys {unexpected}', logger='current', level=30)
+    # the pretraining model's [MASK] token and final norm: fine-tuning configs without masking
+    # or with final_norm=False drop them, as BEiT and MAE fine-tuning do
+    dropped = [k for k in unexpected if k == 'mask_token' or k.startswith('norm.')]
+    if dropped:
+        print_log(f'{path}: not loaded, as expected: {dropped} (the pretraining [MASK] token '
+                  'and final norm, which this backbone does not have)', logger='current')
+    others = [k for k in unexpected if k not in dropped]
+    if others:
+        print_log(f'{path}: unexpected keys {others}', logger='current', level=30)
     return missing, unexpected

@@ -6,8 +6,12 @@ import json
 import pickle
 import re
 
+import pytest
+
 from tests.conftest import run_tool
 from tests.dense.conftest import TINY_MASK_RCNN, TINY_UPERNET, write_cfg
+
+pytestmark = pytest.mark.slow  # UperNet / Mask R-CNN trainings, two on two processes
 
 
 def val_scalars(work_dir):

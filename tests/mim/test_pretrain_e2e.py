@@ -10,6 +10,8 @@ import torch
 from conftest import (REPO, TINY_VIT, read_scalars, run_tool, to_tokenizer_input, train,
                       write_config)
 
+pytestmark = pytest.mark.slow  # PeCo / PeCo_MAE trainings, one on two processes
+
 MAE_NECK = "neck=dict(grid=4, embed_dims=32, num_layers=1, num_heads=4)"
 
 

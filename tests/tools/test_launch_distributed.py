@@ -14,7 +14,8 @@ from tests.conftest import ROOT, run_tool
 from tests.tools.conftest import (TINY_CLS, TINY_PECO, free_port, process_tree, signal_tree,
                                   write)
 
-pytestmark = pytest.mark.skipif(torch.cuda.is_available(), reason='the CPU (gloo) path')
+pytestmark = [pytest.mark.skipif(torch.cuda.is_available(), reason='the CPU (gloo) path'),
+              pytest.mark.slow]  # several torchrun trainings
 FLEXIBLE = """
 runner_type = 'FlexibleRunner'
 strategy = dict(type='{strategy}'{args})

@@ -84,6 +84,7 @@ def test_resume_refuses_arbitrary_pickles(tmp_path):
         _load_checkpoint(str(path), map_location='cpu')
 
 
+@pytest.mark.slow
 def test_dist_train_two_cpu_processes(tmp_path, image_folder):
     cfg = write_cfg(tmp_path, image_folder, iters=8)
     wd = tmp_path / 'wd'

@@ -1,0 +1,136 @@
+"""What a run prints on the console: progress and problems, not the whole config.
+
+mmengine's Runner logs the full config, the hook table and the system environment (PyTorch's
+build details) at the start of every run; they go to the run's log file (and the config to
+WORK_DIR/<config name>.py), while the console gets the environment and the runtime settings
+in a line each, unless `show_config=True` (`tools/train.py --show-config`). mmengine's own
+deprecation notices about its file client (which the hosts still use) stay in the log file.
+Messages that are expected, and would otherwise worry, are said once with the reason:
+
+- mmengine's "Reach the end of the dataloader, it will be restarted ..." (an iteration-based
+  loop over a finite sampler starts another pass over the data) is logged once per run, as one
+  line saying so;
+- notes that hold for the whole process (e.g. "No CUDA: training in fp32") reach the console
+  from the first run of a process only, and every run's log file (`log_once_per_process`).
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+
+CONSOLE_ONLY_IN_FILE = ('Config:\n', 'Hooks will be executed in the following order',
+                        '"FileClient" will be deprecated', '"HardDiskBackend" is the alias')
+ENV_BLOCK = 'System environment:'
+# the one-line summary: these keys and the 'GPU 0,1: <name>' lines
+ENV_KEYS = ('Python', 'PyTorch', 'CUDA available', 'MMEngine')
+RESTART = 'Reach the end of the dataloader'
+RESTART_NOTE = ('The training data loader starts another pass over its data (an '
+                'iteration-based loop over a finite sampler; expected, logged once per run).')
+_SAID: set[str] = set()  # notes logged by an earlier run of this process
+
+
+class ConsoleFilter(logging.Filter):
+    """On the console handler: drop records marked `extra={'console': False}` and, unless
+    show_config, the config dump and the hook table (the log file keeps all of them)."""
+
+    def __init__(self, show_config: bool = False) -> None:
+        super().__init__()
+        self.show_config = show_config
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if getattr(record, 'console', True) is False:
+            return False
+        return self.show_config or not (isinstance(record.msg, str)
+                                        and record.msg.startswith(CONSOLE_ONLY_IN_FILE))
+
+
+class ShortEnvFormatter(logging.Formatter):
+    """On the console handler: the system-environment block as one line (the log file keeps
+    the block); every other record as the handler's own formatter writes it."""
+
+    def __init__(self, inner: logging.Formatter) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def format(self, record: logging.LogRecord) -> str:
+        msg = record.msg
+        if isinstance(msg, str) and ENV_BLOCK in msg:
+            record = logging.makeLogRecord(record.__dict__)  # the file handler keeps the block
+            record.msg = short_env(msg)
+        return self.inner.format(record)
+
+
+def short_env(block: str) -> str:
+    """mmengine's environment block -> two lines, 'System environment: Python 3.11.7, ...' and
+    'Runtime environment: seed: 0, ..., Distributed training: False, GPU number: 1'."""
+    system, _, runtime = block.partition('Runtime environment:')
+    items = []
+    for line in system.splitlines():
+        key, _, value = line.strip().partition(': ')
+        if line.startswith('    ') and (key in ENV_KEYS or key.startswith('GPU ')):
+            items.append(f"{key} {value.split(' (')[0]}")
+    settings = [line.strip() for line in runtime.splitlines() if line.startswith('    ')]
+    return (f"System environment: {', '.join(items)} (all of it in the log file)\n"
+            f"Runtime environment: {', '.join(settings)}")
+
+
+class ExpectedMessageFilter(logging.Filter):
+    """On the logger: mmengine's data-loader restart warning becomes one explained line, once."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.restarts = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and record.msg.startswith(RESTART):
+            self.restarts += 1
+            if self.restarts > 1:
+                return False
+            record.msg, record.args = RESTART_NOTE, ()
+            record.levelno, record.levelname = logging.INFO, 'INFO'
+        return True
+
+
+def quiet(logger: logging.Logger, show_config: bool = False) -> logging.Logger:
+    """Install the filters on an MMLogger (idempotent)."""
+    if not any(isinstance(f, ExpectedMessageFilter) for f in logger.filters):
+        logger.addFilter(ExpectedMessageFilter())
+    for handler in logger.handlers:
+        if (type(handler) is logging.StreamHandler
+                and not any(isinstance(f, ConsoleFilter) for f in handler.filters)):
+            handler.addFilter(ConsoleFilter(show_config))
+            if not show_config:
+                handler.setFormatter(ShortEnvFormatter(handler.formatter))
+    return logger
+
+
+@contextlib.contextmanager
+def quiet_runner_logs(show_config: bool = False):
+    """While a Runner is built: every MMLogger it creates gets the filters before the Runner
+    logs its environment and config."""
+    from mmengine.logging import MMLogger
+    own = MMLogger.__dict__.get('get_instance')  # None: inherited from ManagerMixin
+    original = MMLogger.get_instance  # bound to MMLogger
+
+    def get_instance(cls, name, **kwargs):
+        return quiet(original(name, **kwargs), show_config)
+
+    MMLogger.get_instance = classmethod(get_instance)
+    try:
+        yield
+    finally:
+        if own is not None:
+            MMLogger.get_instance = own
+        else:
+            del MMLogger.get_instance
+
+
+def log_once_per_process(logger: logging.Logger, note: str | None,
+                         level: int = logging.WARNING) -> None:
+    """Log a note about the machine (e.g. "No CUDA: training in fp32") in every run's log file,
+    and on the console for the first run of the process only."""
+    if not note:
+        return
+    first = note not in _SAID
+    _SAID.add(note)
+    logger.log(level, note, extra={} if first else {'console': False})

@@ -1,0 +1,72 @@
+"""What a run prints on the console (peco_mm.engine.console): no config dump or hook table
+(the log file keeps them), the environment in one line, mmengine's data-loader restart said
+once with its reason, machine notes once per process."""
+from mmengine.logging import MMLogger
+
+from peco_mm.engine import console
+
+ENV = ('\n' + '-' * 60 + '\nSystem environment:\n    sys.platform: linux\n'
+       '    Python: 3.11.7 (main, May  9 2026) [GCC 12.2.0]\n    CUDA available: False\n'
+       '    PyTorch: 2.14.1\n    PyTorch compiling details: PyTorch built with:\n  - GCC 13.3\n'
+       '    MMEngine: 0.10.7\n\nRuntime environment:\n    seed: 0\n'
+       '    Distributed training: False\n' + '-' * 60 + '\n')
+
+
+def _run_logs(tmp_path, capsys, name, show_config=False):
+    with console.quiet_runner_logs(show_config):
+        logger = MMLogger.get_instance(name, log_file=str(tmp_path / f'{name}.log'))
+    assert 'get_instance' not in MMLogger.__dict__  # the patch is gone again
+    logger.info(ENV)
+    logger.info('Config:\nmodel = dict(type="PeCo")')
+    logger.info('Hooks will be executed in the following order:\nbefore_run: ...')
+    for _ in range(3):
+        logger.warning('Reach the end of the dataloader, it will be restarted and continue to '
+                       'iterate.')
+    logger.info('Iter(train) [1/2]  loss: 1.0')
+    for h in logger.handlers:
+        h.flush()
+    out = capsys.readouterr().out
+    MMLogger._instance_dict.pop(name)
+    for h in logger.handlers[:]:
+        h.close()
+        logger.removeHandler(h)
+    return out, (tmp_path / f'{name}.log').read_text()
+
+
+def test_console_gets_progress_and_the_log_file_everything(tmp_path, capsys):
+    out, log = _run_logs(tmp_path, capsys, 'quiet_run')
+    assert 'Config:' not in out and 'Hooks will be executed' not in out
+    assert ('System environment: Python 3.11.7, CUDA available False, PyTorch 2.14.1, '
+            'MMEngine 0.10.7 (all of it in the log file)') in out
+    assert 'Runtime environment: seed: 0, Distributed training: False\n' in out
+    assert 'compiling details' not in out
+    assert 'Iter(train) [1/2]' in out
+    for text in (out, log):  # the restart: once, explained, not a warning
+        assert 'Reach the end of the dataloader' not in text
+        assert text.count(console.RESTART_NOTE) == 1
+        assert 'WARNING' not in text
+    assert 'Config:\nmodel = dict' in log and 'Hooks will be executed' in log
+    assert 'PyTorch compiling details' in log
+
+
+def test_show_config_keeps_the_console_as_mmengine_prints_it(tmp_path, capsys):
+    out, _ = _run_logs(tmp_path, capsys, 'loud_run', show_config=True)
+    assert 'Config:\nmodel = dict' in out and 'PyTorch compiling details' in out
+    assert out.count(console.RESTART_NOTE) == 1  # said once either way
+
+
+def test_machine_notes_reach_the_console_once_per_process(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(console, '_SAID', set())
+    logs = []
+    for run in ('first_run', 'second_run'):
+        with console.quiet_runner_logs():
+            logger = MMLogger.get_instance(run, log_file=str(tmp_path / f'{run}.log'))
+        console.log_once_per_process(logger, 'No CUDA: training in fp32')
+        console.log_once_per_process(logger, None)
+        for h in logger.handlers[:]:
+            h.close()
+            logger.removeHandler(h)
+        MMLogger._instance_dict.pop(run)
+        logs.append((tmp_path / f'{run}.log').read_text())
+    assert capsys.readouterr().out.count('No CUDA: training in fp32') == 1
+    assert [log.count('No CUDA: training in fp32') for log in logs] == [1, 1]

@@ -1,0 +1,141 @@
+"""The pre-flight check: every missing checkpoint and dataset of a config, in one block, once,
+before any rank starts (peco_mm.engine.preflight, tools/train.py --preflight-only,
+tools/dist_train.sh)."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from peco_mm.engine import preflight
+from tests.conftest import ROOT
+
+CFG = ROOT / 'configs' / 'peco'
+
+
+@pytest.fixture
+def in_tmp(tmp_path, monkeypatch):
+    """Run with the config's relative paths (data/..., work_dirs/...) resolved in an empty
+    folder, and the check switched on whatever the caller's environment says."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(preflight.SKIP_ENV, raising=False)
+    return tmp_path
+
+
+def _problems(name, mode='train', **kw):
+    return preflight.find_problems(preflight.load(str(CFG / name)), mode, **kw)
+
+
+def test_upernet_with_nothing_in_place_lists_checkpoint_and_dataset_once(in_tmp):
+    problems = _problems('upernet_vitb_ade20k.py')
+    assert [p.key for p in problems] == ['model.backbone.init_cfg.checkpoint',
+                                         'train_dataloader.dataset.data_root']
+    text = preflight.report(problems, 'upernet_vitb_ade20k.py')
+    assert text.startswith('upernet_vitb_ade20k.py: 2 inputs of this config are missing')
+    assert "'work_dirs/pretrain_vitb_in1k_800e/epoch_800.pth' not found" in text
+    assert 'model.backbone.init_cfg=None to train from scratch' in text
+    # the train and val loaders share the root: one problem naming both
+    assert text.count('data/ade/ADEChallengeData2016') == 1
+    assert '(also val_dataloader)' in text
+    assert 'images/{training,validation}/*.jpg' in text and 'sceneparsing' in text
+
+
+def test_every_kind_of_input_is_checked(in_tmp):
+    # tokenizer: the perceptual network (MoCo v3 ViT-B) and ImageNet
+    keys = [p.key for p in _problems('tokenizer_vqvae_in1k.py')]
+    assert keys == ['model.perceptual_cfg.checkpoint', 'train_dataloader.dataset.data_root']
+    tok = preflight.report(_problems('tokenizer_vqvae_in1k.py'))
+    assert 'moco-v3' in tok and 'tools/convert_checkpoint.py' in tok and 'image-net.org' in tok
+    # tools/test.py of the tokenizer: the checkpoint to evaluate, the metric's network, val
+    keys = [p.key for p in _problems('tokenizer_vqvae_in1k.py', 'test', checkpoint='t.pth')]
+    assert keys == ['model.perceptual_cfg.checkpoint', 'CHECKPOINT',
+                    'test_dataloader.dataset.data_root']
+    # pretraining: the tokenizer, with no "from scratch" on offer
+    problems = _problems('pretrain_vitb_in1k_800e.py')
+    assert [p.key for p in problems][0] == 'model.target_generator.checkpoint'
+    assert 'from scratch' not in problems[0].details[-1]
+    # a resumed run takes the backbone from its checkpoint; load_from and --resume are checked
+    keys = [p.key for p in _problems('upernet_vitb_ade20k.py', resume='auto')]
+    assert 'model.backbone.init_cfg.checkpoint' not in keys
+    keys = [p.key for p in _problems('upernet_vitb_ade20k.py', resume='gone.pth')]
+    assert '--resume' in keys
+
+
+def test_layouts_below_an_existing_root(in_tmp):
+    # COCO: the root exists, the annotation files and the image folders do not
+    (in_tmp / 'data' / 'coco').mkdir(parents=True)
+    problems = _problems('mask_rcnn_vitb_coco.py')
+    assert [p.key for p in problems] == [
+        'model.backbone.init_cfg.checkpoint', 'train_dataloader.dataset.ann_file',
+        'train_dataloader.dataset.data_prefix.img', 'val_dataloader.dataset.ann_file',
+        'val_dataloader.dataset.data_prefix.img']
+    # the evaluator reads the val annotation file too: said with it, not again
+    assert problems[3].message.endswith("instances_val2017.json' does not exist "
+                                        '(also val_evaluator)')
+    # ImageNet: train/ without class folders, no meta/train.txt
+    (in_tmp / 'data' / 'imagenet' / 'train').mkdir(parents=True)
+    problems = _problems('pretrain_vitb_in1k_800e.py')
+    assert problems[-1].key == 'train_dataloader.dataset.split'
+    assert 'has no class folders' in problems[-1].message
+    (in_tmp / 'data' / 'imagenet' / 'train' / 'n01440764').mkdir()
+    assert [p.key for p in _problems('pretrain_vitb_in1k_800e.py')] == [
+        'model.target_generator.checkpoint']
+
+
+def test_nothing_reported_when_everything_is_there(in_tmp):
+    for split in ('training', 'validation'):
+        for kind in ('images', 'annotations'):
+            (in_tmp / 'data' / 'ade' / 'ADEChallengeData2016' / kind / split).mkdir(parents=True)
+    (in_tmp / 'work_dirs' / 'pretrain_vitb_in1k_800e').mkdir(parents=True)
+    (in_tmp / 'work_dirs' / 'pretrain_vitb_in1k_800e' / 'epoch_800.pth').write_bytes(b'x')
+    cfg = preflight.load(str(CFG / 'upernet_vitb_ade20k.py'))
+    assert preflight.find_problems(cfg) == []
+    preflight.check(cfg)  # raises nothing
+
+
+def test_check_raises_one_block_and_can_be_skipped(in_tmp, monkeypatch):
+    cfg = preflight.load(str(CFG / 'upernet_vitb_ade20k.py'))
+    with pytest.raises(FileNotFoundError) as err:  # PreflightError is a FileNotFoundError
+        preflight.check(cfg, config='upernet_vitb_ade20k.py')
+    assert isinstance(err.value, preflight.PreflightError) and len(err.value.problems) == 2
+    assert str(err.value).count('not found') == 1
+    monkeypatch.setenv(preflight.SKIP_ENV, '1')
+    preflight.check(cfg)
+
+
+def _shell(args, cwd, **env):
+    full = {k: v for k, v in os.environ.items() if k != preflight.SKIP_ENV}
+    full.update(OMP_NUM_THREADS='1', PYTHON=sys.executable, **env)
+    start = time.monotonic()
+    proc = subprocess.run([str(a) for a in args], cwd=cwd, env=full, capture_output=True,
+                          text=True, timeout=120)
+    return proc, time.monotonic() - start
+
+
+def test_dist_train_reports_once_before_any_rank_starts(tmp_path):
+    """The issue's case: `tools/dist_train.sh configs/peco/upernet_vitb_ade20k.py 8` with nothing
+    in place (run from an empty folder): one block, no traceback, non-zero, in seconds."""
+    proc, took = _shell(['bash', ROOT / 'tools/dist_train.sh', CFG / 'upernet_vitb_ade20k.py',
+                         '8'], cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert out.count('inputs of this config are missing') == 1
+    assert out.count("model.backbone.init_cfg.checkpoint='work_dirs/pretrain_vitb") == 1
+    assert out.count("data_root 'data/ade/ADEChallengeData2016' does not exist") == 1
+    assert 'Traceback' not in out and 'torch.distributed' not in out
+    assert took < 20, f'{took:.1f} s'
+    # the flag passes the check by (torchrun then starts; --help stops it at once)
+    proc, _ = _shell(['bash', ROOT / 'tools/dist_train.sh', CFG / 'upernet_vitb_ade20k.py', '1',
+                      '--skip-preflight', '--help'], cwd=tmp_path)
+    assert 'inputs of this config are missing' not in proc.stdout + proc.stderr
+    assert '--preflight-only' in proc.stdout
+
+
+def test_train_py_single_process_prints_the_block_without_traceback(tmp_path):
+    proc, _ = _shell([sys.executable, ROOT / 'tools/train.py', CFG / 'mask_rcnn_vitb_coco.py'],
+                     cwd=tmp_path)
+    assert proc.returncode == 1
+    assert 'Traceback' not in proc.stderr
+    assert proc.stderr.count('inputs of this config are missing') == 1
+    assert "data_root 'data/coco/' does not exist" in proc.stderr
