@@ -28,9 +28,11 @@ SECTIONS = [
     ('Masked image modeling (stage 2)', ('Masked Image Modeling', )),
     ('Downstream (stage 3)', ('Image Classification', 'Linear Probe', 'Semantic Segmentation',
                               'Object Detection and Instance Segmentation')),
+    ('Video (appendix, Table 9)', ('Video Recognition', )),
 ]
 # the OpenMMLab package whose tools/train.py runs a config (`mim train PACKAGE CONFIG`)
-HOSTS = {'ADE20K': 'mmseg', 'COCO': 'mmdet'}
+HOSTS = {'ADE20K': 'mmseg', 'COCO': 'mmdet', 'Kinetics-400': 'mmaction',
+         'Something-Something V2': 'mmaction'}
 
 HEADER = """# Model zoo
 
@@ -75,8 +77,9 @@ def load_metafile(path: str) -> dict:
 
 
 def host_package(model: dict) -> str:
-    """The host whose train.py runs this config: mmseg for ADE20K, mmdet for COCO, else
-    mmpretrain (tokenizers, MIM and ImageNet classification all use mmpretrain's scope)."""
+    """The host whose train.py runs this config: mmseg for ADE20K, mmdet for COCO, mmaction
+    (mmaction2) for video, else mmpretrain (tokenizers, MIM and ImageNet classification all
+    use mmpretrain's scope)."""
     return HOSTS.get(model['Metadata']['Training Data'], 'mmpretrain')
 
 
