@@ -24,6 +24,7 @@ EPILOG = """examples:
 
 # table sections, in order, by Metadata.Task
 SECTIONS = [
+    ('Perceptual network (stage 0)', ('Self-Supervised Pretraining', )),
     ('Tokenizers (stage 1)', ('Tokenizer Training', )),
     ('Masked image modeling (stage 2)', ('Masked Image Modeling', )),
     ('Downstream (stage 3)', ('Image Classification', 'Linear Probe', 'Semantic Segmentation',
@@ -55,7 +56,8 @@ FOOTER = """
 ## Toy models
 
 `make demo` trains toy versions of the pipeline (`configs/demo/*.py`, each a child of one of
-the configs above except the MoCo v3 perceptual network, which is mmpretrain's own recipe)
+the configs above except the MoCo v3 perceptual network, a child of mmpretrain's MoCo v3 ViT-S
+recipe)
 in about 15 minutes on 2 CPU cores; its report, `work_dirs/demo/report.md`, gives their numbers.
 """
 
