@@ -51,14 +51,18 @@ def config_writing(checkpoint: str) -> Path:
 def vit_input(cfg: Config) -> tuple:
     """(mean, std, channel order) of the images the ViT sees. mmengine's Runner uses the
     model's own data_preprocessor if it has one, else the top-level `data_preprocessor`
-    (Runner.__init__: model.setdefault). Images are decoded BGR (mmcv); `to_rgb` (mmpretrain)
-    or `bgr_to_rgb` (mmseg, mmdet) flips them. For two-view pretraining the ViT's view is
-    the first one (`mean`/`std`; `second_*` belong to the tokenizer)."""
+    (Runner.__init__: model.setdefault). Images are decoded BGR (mmcv), video frames RGB
+    (mmaction2); `to_rgb` (mmpretrain, mmaction2) or `bgr_to_rgb` (mmseg, mmdet) flips them.
+    For two-view pretraining the ViT's view is the first one (`mean`/`std`; `second_*` belong
+    to the tokenizer)."""
     pre = cfg.model.get('data_preprocessor') or cfg.get('data_preprocessor') or {}
     mean, std = pre.get('mean'), pre.get('std')
     assert mean is not None and std is not None, 'no mean/std in the data preprocessor'
-    rgb = pre.get('to_rgb', pre.get('bgr_to_rgb', False))
-    return tuple(map(float, mean)), tuple(map(float, std)), 'RGB' if rgb else 'BGR'
+    flip = pre.get('to_rgb', pre.get('bgr_to_rgb', False))
+    # mmaction2's video decoders (decord, PyAV, RawFrameDecode) give RGB frames, and its
+    # ActionDataPreprocessor's to_rgb flips them to BGR
+    decoded_rgb = cfg.get('default_scope') == 'mmaction'
+    return tuple(map(float, mean)), tuple(map(float, std)), 'RGB' if flip != decoded_rgb else 'BGR'
 
 
 def vit_layout(cfg: Config) -> dict:

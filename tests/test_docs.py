@@ -578,7 +578,7 @@ def test_documented_commands_run_as_written(tmp_path):
     out = run_as_written(documented('docs/getting_started.md', 'python tools/check_dataset.py '
                                     'configs/peco/upernet_vitb_ade20k.py'), tmp_path)
     assert 'checking 3 images and 3 label maps' in out and 'all files are good' in out
-    # python tools/convert_checkpoint.py vit-b-300ep.pth.tar checkpoints/mocov3_vit_base_100ep.pth
+    # python tools/convert_checkpoint.py vit-b-300ep.pth.tar checkpoints/mocov3_vit_base_300ep.pth
     vit = VisionTransformer(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4,
                             num_classes=0)
     torch.save({'epoch': 300, 'arch': 'vit_base', 'state_dict': {
@@ -590,7 +590,7 @@ def test_documented_commands_run_as_written(tmp_path):
     out = run_as_written(convert, tmp_path)
     assert 'mocov3' in out
     from peco_mm.models import PeCoViT
-    PeCoViT.from_checkpoint(str(tmp_path / 'checkpoints' / 'mocov3_vit_base_100ep.pth'))
+    PeCoViT.from_checkpoint(str(tmp_path / 'checkpoints' / 'mocov3_vit_base_300ep.pth'))
     # python tools/train.py CONFIG [--work-dir DIR] ... (the optional flags left out)
     make_class_folder(tmp_path / 'cls' / 'train', size=32, per_class=4)
     make_class_folder(tmp_path / 'cls' / 'val', size=32, seed=1, per_class=2)

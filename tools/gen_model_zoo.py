@@ -24,13 +24,16 @@ EPILOG = """examples:
 
 # table sections, in order, by Metadata.Task
 SECTIONS = [
+    ('Perceptual network (stage 0)', ('Self-Supervised Pretraining', )),
     ('Tokenizers (stage 1)', ('Tokenizer Training', )),
     ('Masked image modeling (stage 2)', ('Masked Image Modeling', )),
     ('Downstream (stage 3)', ('Image Classification', 'Linear Probe', 'Semantic Segmentation',
                               'Object Detection and Instance Segmentation')),
+    ('Video (appendix, Table 9)', ('Video Recognition', )),
 ]
 # the OpenMMLab package whose tools/train.py runs a config (`mim train PACKAGE CONFIG`)
-HOSTS = {'ADE20K': 'mmseg', 'COCO': 'mmdet'}
+HOSTS = {'ADE20K': 'mmseg', 'COCO': 'mmdet', 'Kinetics-400': 'mmaction',
+         'Something-Something V2': 'mmaction'}
 
 HEADER = """# Model zoo
 
@@ -53,7 +56,8 @@ FOOTER = """
 ## Toy models
 
 `make demo` trains toy versions of the pipeline (`configs/demo/*.py`, each a child of one of
-the configs above except the MoCo v3 perceptual network, which is mmpretrain's own recipe)
+the configs above except the MoCo v3 perceptual network, a child of mmpretrain's MoCo v3 ViT-S
+recipe)
 in about 15 minutes on 2 CPU cores; its report, `work_dirs/demo/report.md`, gives their numbers.
 """
 
@@ -75,8 +79,9 @@ def load_metafile(path: str) -> dict:
 
 
 def host_package(model: dict) -> str:
-    """The host whose train.py runs this config: mmseg for ADE20K, mmdet for COCO, else
-    mmpretrain (tokenizers, MIM and ImageNet classification all use mmpretrain's scope)."""
+    """The host whose train.py runs this config: mmseg for ADE20K, mmdet for COCO, mmaction
+    (mmaction2) for video, else mmpretrain (tokenizers, MIM and ImageNet classification all
+    use mmpretrain's scope)."""
     return HOSTS.get(model['Metadata']['Training Data'], 'mmpretrain')
 
 

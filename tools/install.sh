@@ -87,8 +87,21 @@ if [[ "${PECO_USE_UV:-1}" != 0 ]]; then
 fi
 
 # ---- the stack: setup.cfg's install_requires and the `tests` extra, peco_mm editable --------
-step "installing torch, mmengine, mmcv-lite, mmdet, mmseg, mmpretrain, timm, peco_mm ($(basename "${INSTALL[0]}"))"
-"${INSTALL[@]}" -e "$ROOT[tests]"
+# mmaction2 asks for opencv-contrib-python, another provider of the `cv2` files opencv-python
+# installs (and removing either removes them): uv leaves it out of the resolution; after pip, it
+# is removed and opencv-python's files are put back
+one_cv2=()
+if [[ "$(basename "${INSTALL[0]}")" == uv ]] && "$UV" pip install --help 2>/dev/null | grep -q -- '--excludes'; then
+  echo opencv-contrib-python > "$VENV/.peco_mm_excludes.txt"
+  one_cv2=(--excludes "$VENV/.peco_mm_excludes.txt")
+fi
+step "installing torch, mmengine, mmcv-lite, mmdet, mmseg, mmpretrain, mmaction2, timm, peco_mm ($(basename "${INSTALL[0]}"))"
+"${INSTALL[@]}" "${one_cv2[@]}" -e "$ROOT[tests]"
+if "$VPY" -c 'import importlib.metadata as m; m.version("opencv-contrib-python")' 2>/dev/null; then
+  step "keeping one cv2: removing opencv-contrib-python, reinstalling opencv-python"
+  "${PIP[@]}" uninstall --quiet --yes opencv-contrib-python
+  "${INSTALL[@]}" --no-deps "$REINSTALL" "opencv-python==$("$VPY" -c 'import importlib.metadata as m; print(m.version("opencv-python"))')"
+fi
 
 # ---- opt-in: mmcv 2.1.0's compiled ops ---------------------------------------------------------
 if [[ "$MODE" == mmcv-ops ]]; then
@@ -146,7 +159,7 @@ fi
 # ---- check ------------------------------------------------------------------------------------
 step "checking the imports"
 "$VPY" -c '
-import mmcv.ops, mmdet.models, mmseg.models, mmpretrain, timm, peco_mm, torch, mmcv._ext as ext
+import cv2, mmcv.ops, mmdet.models, mmseg.models, mmaction.models, mmpretrain, timm, peco_mm, torch, mmcv._ext as ext
 ops = "compiled mmcv ops" if ext.__file__.endswith(".so") else "torchvision-backed mmcv ops (peco_mm.ops)"
 print(f"install: ok: peco_mm {peco_mm.__version__}, torch {torch.__version__}, mmcv {mmcv.__version__} with {ops}")'
 echo "$want" > "$STAMP"

@@ -144,7 +144,8 @@ class PeCo(BaseSelfSupervisor):
                 f'{tuple(target_img.shape[-2:])} target view) != ViT patch grid {grid} (from a '
                 f'{tuple(img.shape[-2:])} input, patch {self.backbone.patch_size}), mask has '
                 f'{mask.shape[1]} patches; make target size / tokenizer downsample equal '
-                'image size / patch size and the mask generator input_size equal the grid')
+                'image size / patch size (the crop\'s second_size sets the target size) and '
+                'the mask generator input_size equal the grid')
         ids = self.masked_positions(mask)  # (B, M)
         feats = self.backbone.forward_features(img, mask)[:, 1:]  # (B, N, C), cls dropped
         feats = gather_tokens(feats, ids)  # (B, M, C)

@@ -174,7 +174,7 @@ class PeCoMAE(PeCo):
                 f'PeCoMAE: tokenizer latent grid {tuple(codes.shape[-2:])} (from a '
                 f'{tuple(target_img.shape[-2:])} target view), ViT patch grid {grid} (from a '
                 f'{tuple(img.shape[-2:])} input) and decoder grid {tuple(self.neck.grid)} '
-                'must be equal')
+                "must be equal (the crop's second_size sets the target view)")
         B, N = img.shape[0], grid[0] * grid[1]
         ids_keep, ids_masked, ids_restore = self.random_masking(B, N, img.device)
         latent = self.encode_visible(img, ids_keep)  # (B, 1+L, C)

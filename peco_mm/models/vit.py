@@ -101,6 +101,9 @@ class PeCoViT(BaseModule):
             so it may not be given together with init_cfg.
     """
 
+    # parameters that never come from a checkpoint: `load_pretrained` does not report them
+    FRESH_PREFIXES: tuple[str, ...] = ('pyramid.',)
+
     def __init__(self,
                  arch: str | dict = 'base',
                  embed_dims: int | None = None,
@@ -542,7 +545,8 @@ def load_pretrained(model: PeCoViT, path: str, prefix: str | None = None,
     own = set(model.state_dict())
     # load_state_dict fits the tables through PeCoViT.checkpoint_filter
     missing, unexpected = model.load_state_dict(dict(state), strict=False)
-    missing = [k for k in missing if not k.startswith('pyramid.')]
+    # parts a backbone initialises itself (a pyramid, a video model's temporal attention)
+    missing = [k for k in missing if not k.startswith(model.FRESH_PREFIXES)]
     if len(missing) == len(own) or not (own & set(state)):
         raise ValueError(f'{path}: no key matches PeCoViT; found e.g. {list(state)[:5]}')
     if missing:

@@ -9,7 +9,8 @@ at λ = 0) would measure almost nothing; 'sum' is the default. docs/tokenizer.md
 measured gradient shares.
 
 Networks (paper Sec. 3.2 and Table 5):
-- 'vit': ViT-B (default MoCo v3, 100 epochs) at blocks 3/6/9/12; any checkpoint format the
+- 'vit': ViT-B (MoCo v3; the paper's is trained 100 epochs, the configs default to the
+  released 300-epoch one) at blocks 3/6/9/12; any checkpoint format the
   converter reads (MoCo v3, DINO, timm, MAE, BEiT, mmpretrain, peco_mm) through
   `peco_mm.models.convert.load_pretrained_vit`;
 - 'resnet50': torchvision ResNet-50 at the end of each stage (layer1..layer4); torchvision or

@@ -42,3 +42,18 @@ def test_table6_codeword_loss_configs():
         assert (m.perceptual_weight, m.codeword_loss, m.codeword_loss_weight) == (0.0, kind, 1.0)
     m = Config.fromfile(ROOT / 'configs/peco/tokenizer_vqvae_cls_in1k.py').model
     assert m.codeword_loss_cfg.num_classes == 1000
+
+
+def test_perceptual_network_configs():
+    """The tokenizers default to the MoCo v3 ViT-B that exists (300 epochs, released); the
+    paper's 100-epoch one is mmpretrain's MoCo v3 ViT-B recipe cut to 100 epochs."""
+    tok = Config.fromfile(ROOT / 'configs/peco/tokenizer_vqvae_in1k.py')
+    assert tok.model.perceptual_cfg.checkpoint == 'checkpoints/mocov3_vit_base_300ep.pth'
+    assert tok.test_evaluator.perceptual.checkpoint == tok.model.perceptual_cfg.checkpoint
+    cfg = Config.fromfile(ROOT / 'configs/peco/mocov3_vitb_100e_in1k.py')
+    assert cfg.model.type == 'MoCoV3' and cfg.model.backbone.arch == 'base'
+    assert cfg.train_cfg.max_epochs == 100
+    warmup, cosine = cfg.param_scheduler
+    assert (warmup.begin, warmup.end, cosine.begin, cosine.end) == (0, 10, 10, 100)
+    assert cosine.T_max == 90 and cfg.optim_wrapper.optimizer.lr == 2.4e-3
+    assert cfg.train_dataloader.batch_size * 16 == cfg.auto_scale_lr.base_batch_size == 4096

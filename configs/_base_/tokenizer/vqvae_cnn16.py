@@ -2,8 +2,11 @@
 # first stage doubled at each downsample up to 512 (1, 2, 4, 8, 8): 16x down, 224 px -> 14x14
 # codes; GroupNorm, 2 residual blocks per resolution, self-attention at the lowest resolution;
 # EMA codebook K = 8192, D = 256, beta = 0.25; perceptual loss weight 1 with MoCo v3 ViT-B
-# (100 epochs) at blocks 3/6/9/12. Encoder 35.4M + codebook 2.1M = 37.5M parameters.
-perceptual_checkpoint = 'checkpoints/mocov3_vit_base_100ep.pth'  # MoCo v3 release, any format
+# at blocks 3/6/9/12. Encoder 35.4M + codebook 2.1M = 37.5M parameters.
+# Deviation: the paper's MoCo v3 ViT-B is trained 100 epochs, but MoCo v3 released only a
+# 300-epoch ViT-B (vit-b-300ep.pth.tar; tools/convert_checkpoint.py converts it to this path,
+# any format loads). configs/peco/mocov3_vitb_100e_in1k.py trains the 100-epoch one.
+perceptual_checkpoint = 'checkpoints/mocov3_vit_base_300ep.pth'
 model = dict(
     type='PeCoTokenizer',
     base_channels=64,
