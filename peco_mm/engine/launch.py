@@ -162,6 +162,10 @@ def apply_cli(cfg: Config, work_dir: str | None, config_path: str, resume: str |
     if resume == 'auto':
         cfg.resume, cfg.load_from = True, None
     elif resume is not None:
+        if '://' in resume:
+            raise ValueError(f'--resume {resume}: resuming takes a local checkpoint file of a '
+                             'run; download it first, or start from its weights with '
+                             '--cfg-options load_from=URL (read weights-only)')
         if not osp.isfile(resume):
             raise FileNotFoundError(f'--resume {resume}: no such checkpoint file')
         cfg.resume, cfg.load_from = True, resume

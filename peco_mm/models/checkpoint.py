@@ -7,9 +7,10 @@ loader `peco_mm.engine.compat` registers with mmengine, `load_from`, `resume` an
 hub's cache) with torch's weights-only unpickler plus the few mmengine types its
 checkpoints carry (or safetensors), says what is wrong with a file that is empty, not a torch
 checkpoint, truncated or holds pickled objects, and reads the config text a checkpoint
-stores (`meta.cfg`, `meta.config`) as data (`peco_mm.models.stored_config`), refusing any
-that is not. `unwrap`, `strip_prefix` and `select_prefix` take a state dict out of its
-nesting and prefixes; the format-specific choices live in `peco_mm.models.convert`.
+stores (`meta.cfg`, `meta.config`, `message_hub.runtime_info.cfg`) as data
+(`peco_mm.models.stored_config`), refusing any that is not. `unwrap`, `strip_prefix` and
+`select_prefix` take a state dict out of its nesting and prefixes; the format-specific
+choices live in `peco_mm.models.convert`.
 """
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ NESTING_KEYS = ('state_dict', 'model', 'module')
 WRAPPER_KEYS = ('state_dict', 'model', 'module', 'teacher', 'student', 'state_dict_ema',
                 'model_ema')
 URL_PREFIXES = ('http://', 'https://')
-# the config text mmengine (cfg) and mmcv 1.x (config) runs store in meta
+# the config text mmengine (cfg) and mmcv 1.x (config) runs store in meta (mmengine also keeps
+# a copy of it in message_hub.runtime_info.cfg)
 STORED_CONFIG_KEYS = ('cfg', 'config')
 ZIP_MAGIC = b'PK\x03\x04'  # torch.save's default format is a zip archive
 LEGACY_MAGIC = pickle.dumps(0x1950a86a20f9469cfc6c, protocol=2)  # torch < 1.6 files begin so
@@ -128,14 +130,19 @@ def file_problem(path: str) -> str | None:
 
 
 def check_stored_config(ckpt, path: str) -> None:
-    """Refuse a checkpoint whose stored config text (meta.cfg / meta.config) is not plain
-    data (see `peco_mm.models.stored_config`); nothing in it is run."""
-    meta = ckpt.get('meta') if isinstance(ckpt, dict) else None
-    if not isinstance(meta, dict):
+    """Refuse a checkpoint whose stored config text (meta.cfg / meta.config, and the copy in
+    message_hub.runtime_info.cfg) is not plain data (see `peco_mm.models.stored_config`);
+    nothing in it is run."""
+    if not isinstance(ckpt, dict):
         return
-    for key in STORED_CONFIG_KEYS:
-        if isinstance(meta.get(key), str):
-            parse_config_text(meta[key], f'{path} meta.{key}')
+    meta = ckpt.get('meta')
+    hub = ckpt.get('message_hub')
+    info = hub.get('runtime_info') if isinstance(hub, dict) else None
+    places = [(meta, f'meta.{key}', key) for key in STORED_CONFIG_KEYS]
+    places.append((info, 'message_hub.runtime_info.cfg', 'cfg'))
+    for holder, where, key in places:
+        if isinstance(holder, dict) and isinstance(holder.get(key), str):
+            parse_config_text(holder[key], f'{path} {where}')
 
 
 def fetch_url(url: str) -> str:

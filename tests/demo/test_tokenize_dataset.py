@@ -28,8 +28,8 @@ def job(tmp_path_factory):
     torch.manual_seed(0)
     tok = PeCoTokenizer(**TINY, perceptual_weight=0.0)
     ckpt = root / 'tok.pth'
-    torch.save({'state_dict': tok.state_dict(),
-                'meta': {'cfg': f"model = dict(type='PeCoTokenizer', **{TINY!r})\n"}}, ckpt)
+    torch.save({'state_dict': tok.state_dict(), 'meta': {'tokenizer_arch': tok.arch_args}},
+               ckpt)
     rng = np.random.default_rng(0)
     for i in range(40):
         d = root / 'images' / ('a' if i % 2 else 'b')

@@ -20,12 +20,13 @@ EXPECTED = {
     'cfg_custom_imports': r"meta\.cfg line 1: custom_imports of \['evil_plugin'\]",
     'cfg_expression': r'meta\.cfg line 3: a call to __import__\(\)\.system\(\) is not plain',
     'config_import': r'meta\.config line 1: a call to __import__\(\)\.system\(\) is not plain',
+    'hub_cfg_import': r'message_hub\.runtime_info\.cfg line 1: a call to __import__\(\)',
     'empty': r'empty file \(0 bytes\), not a checkpoint',
     'random': r'not a torch checkpoint \(4096 bytes',
     'truncated_zip': r'truncated or corrupt zip archive',
 }
 CODE_IN_CONFIG = ('cfg_import', 'cfg_base', 'cfg_custom_imports', 'cfg_expression',
-                  'config_import')
+                  'config_import', 'hub_cfg_import')
 
 
 class Payload:
@@ -54,6 +55,7 @@ def build_corpus(root: Path) -> tuple[dict[str, Path], Path, dict[str, str]]:
                                "model = dict(type='PeCoTokenizer')\n"),
         'cfg_expression': f"model = dict(\n    type='PeCoTokenizer',\n    base_channels={code})\n",
         'config_import': f'gpu_ids = [{code}]\n',
+        'hub_cfg_import': f"_x = {code}\nmodel = dict(type='PeCoTokenizer')\n",
     }
     files = {}
 
@@ -64,7 +66,11 @@ def build_corpus(root: Path) -> tuple[dict[str, Path], Path, dict[str, str]]:
     save('pickle_zip', {**weights, 'x': Payload(touch)})
     save('pickle_legacy', {**weights, 'x': Payload(touch)}, _use_new_zipfile_serialization=False)
     for name, text in texts.items():
-        save(name, {**weights, 'meta': {'config' if name == 'config_import' else 'cfg': text}})
+        if name == 'hub_cfg_import':  # the copy mmengine keeps in the message hub
+            save(name, {**weights, 'message_hub': {'runtime_info': {'cfg': text}}})
+        else:
+            save(name, {**weights, 'meta': {'config' if name == 'config_import' else 'cfg':
+                                            text}})
     files['empty'] = root / 'empty.pth'
     files['empty'].write_bytes(b'')
     files['random'] = root / 'random.pth'
