@@ -8,4 +8,5 @@ from .vit import ARCH_ZOO, PeCoViT, adapt_state_dict, load_pretrained
 
 __all__ = ['ARCH_ZOO', 'FORMATS', 'PeCoTimeSformer', 'PeCoViT', 'ViTPyramidAdapter',
            'adapt_state_dict', 'convert_checkpoint', 'convert_state_dict',
-           'default_pyramid_indices', 'detect_format', 'load_checkpoint_file', 'load_pretrained', 'load_pretrained_vit']
+           'default_pyramid_indices', 'detect_format', 'load_checkpoint_file', 'load_pretrained',
+           'load_pretrained_vit']
