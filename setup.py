@@ -2,8 +2,9 @@
 
 This file only adds the start-up hook ``peco_mm_mmcv_ext.pth`` (peco_mm/ops/) to the root of
 the wheel, i.e. to site-packages, for ``pip install .`` and ``pip install -e .`` alike. The hook
-lets ``import mmcv.ops`` find peco_mm's torchvision-backed ops in an mmcv-lite environment,
-whatever is imported first (see peco_mm/ops/ext_finder.py).
+lets ``import mmcv.ops`` find peco_mm's torchvision-backed ops in an mmcv-lite environment, and
+``import mmaction.models`` the module mmaction2's wheel lacks, whatever is imported first (see
+peco_mm/ops/ext_finder.py).
 """
 import os
 import shutil
