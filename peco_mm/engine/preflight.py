@@ -123,7 +123,9 @@ def checkpoint_problems(cfg, mode: str = 'train', resume=None,
                 out.append(_checkpoint_problem(f'{key}.checkpoint', ckpt, what,
                                                f'--cfg-options {key}.checkpoint=PATH'))
             for k, v in node.items():
-                if k != 'checkpoint':
+                # a tokenizer with perceptual_weight=0 (lambda = 0) builds no perceptual network
+                unused = k == 'perceptual_cfg' and node.get('perceptual_weight', 1) == 0
+                if k != 'checkpoint' and not unused:
                     walk(v, f'{key}.{k}' if key else k)
         elif isinstance(node, (list, tuple)):
             for i, v in enumerate(node):

@@ -47,6 +47,9 @@ def test_every_kind_of_input_is_checked(in_tmp):
     assert keys == ['model.perceptual_cfg.checkpoint', 'train_dataloader.dataset.data_root']
     tok = preflight.report(_problems('tokenizer_vqvae_in1k.py'))
     assert 'moco-v3' in tok and 'tools/convert_checkpoint.py' in tok and 'image-net.org' in tok
+    # lambda = 0 builds no perceptual network: only the data is asked for
+    keys = [p.key for p in _problems('tokenizer_vqvae_lambda0_in1k.py')]
+    assert keys == ['train_dataloader.dataset.data_root']
     # tools/test.py of the tokenizer: the checkpoint to evaluate, the metric's network, val
     keys = [p.key for p in _problems('tokenizer_vqvae_in1k.py', 'test', checkpoint='t.pth')]
     assert keys == ['model.perceptual_cfg.checkpoint', 'CHECKPOINT',
