@@ -83,7 +83,8 @@ class TokenizerMetric(BaseMetric):
         for i, s in enumerate(data_samples):
             img = s['img'].permute(1, 2, 0).numpy()
             rec = s['recon'].permute(1, 2, 0).numpy()
-            psnr = peak_signal_noise_ratio(img, rec, data_range=255)
+            with np.errstate(divide='ignore'):  # identical images: inf, capped below
+                psnr = peak_signal_noise_ratio(img, rec, data_range=255)
             ssim = structural_similarity(img, rec, channel_axis=2, data_range=255,
                                          win_size=min(7, *img.shape[:2]) // 2 * 2 + 1)
             r = dict(psnr=min(float(psnr), PSNR_CAP), ssim=float(ssim),
