@@ -11,6 +11,9 @@
   all        tokenizer + pretrain + dense with matching settings
   memory     the peak memory of a config's training step at given batch sizes: measured on
              CUDA; on the CPU measured at small batches and extrapolated linearly (estimated)
+  gpu-check  one report for a GPU machine: mmcv ops against the CPU, bf16 code agreement,
+             bf16 throughput and MFU against the card's peak, memory at the paper's batch with
+             and without with_cp, a 2-GPU DDP / FSDP step; without CUDA its CPU part only
 
 Weights are random (speed and memory do not depend on them); inputs are synthetic (a config's
 step runs its own train pipeline on a random photo), so data loading is not measured. Each
@@ -42,6 +45,7 @@ EPILOG = """examples:
   tools/benchmark.py memory configs/peco/pretrain_vitl_in1k_800e.py --batch 64 128 256
   tools/benchmark.py memory configs/peco/pretrain_vitl_in1k_800e.py --batch 256 \\
       --cfg-options model.backbone.with_cp=True
+  tools/benchmark.py gpu-check --tokenizer TOKENIZER.pth --report gpu_check.md
 """
 
 
@@ -106,6 +110,26 @@ def parse_args(argv=None):
                    'wrappers need CUDA, so on CPU the same dtype runs under torch.autocast)')
     m.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE',
                    help='override config keys, e.g. model.backbone.with_cp=True')
+    g = sub.add_parser('gpu-check', parents=[common],
+                       help='one Markdown report for a GPU machine (without CUDA: the CPU '
+                       'part, listing what it skipped)',
+                       description='mmcv ops on the GPU against the CPU, bf16 code agreement '
+                       'of a tokenizer, bf16 throughput and MFU of encode and of the ViT-B '
+                       'pretraining step (batch 64) against the card\'s peak, memory of ViT-B / '
+                       'ViT-L at 256 per GPU with and without with_cp, and a DDP / FSDP step on '
+                       'two GPUs. Without CUDA: the code agreement on the CPU; the rest is '
+                       'listed as skipped.')
+    g.add_argument('--tokenizer', help='a trained tokenizer checkpoint for the code agreement '
+                   '(default: the paper architecture, random weights)')
+    g.add_argument('--report', default='gpu_check.md', help='Markdown report (gpu_check.md)')
+    g.add_argument('--batch', type=int, default=64, help='batch of the MFU rows (64)')
+    g.add_argument('--steps', type=int, default=5, help='timed steps, median (5)')
+    g.add_argument('--warmup', type=int, default=2, help='untimed steps (2)')
+    g.add_argument('--images', type=int, default=64, help='images for the code agreement (64; '
+                   'at most 8 without CUDA)')
+    g.add_argument('--smoke', action='store_true', help='tiny sizes, for a quick check')
+    g.add_argument('--distributed-on-cpu', action='store_true',
+                   help='without two GPUs: run the DDP / FSDP step on two CPU processes (gloo)')
     args = p.parse_args(argv)
     if args.repeats < 1:
         p.error(f'--repeats {args.repeats}: expected 1 or more')
@@ -138,8 +162,8 @@ def md_pretrain(rows: list, peak: float) -> list[str]:
         ratio = f"{r['ms_per_step'] / ref:.2f}" if ref else '-'
         mem = f"{r['peak_mem_gib']} GiB" if 'peak_mem_gib' in r else '-'
         out.append(f"| {r['model']} | {r['ms_per_step']} | {r['img_per_s']} | {ratio} | "
-                   f"{r['gflops_per_step']} | {of_peak(r['gflop_per_s'], peak)} | {r['trainable_m']} | "
-                   f"{r['target_generator_m']} | {mem} |")
+                   f"{r['gflops_per_step']} | {of_peak(r['gflop_per_s'], peak)} | "
+                   f"{r['trainable_m']} | {r['target_generator_m']} | {mem} |")
     return out
 
 
@@ -295,6 +319,22 @@ def run_timing(args) -> tuple[dict, list[str]]:
     return res, lines
 
 
+def run_gpu_check(args, argv: list[str]) -> dict:
+    """The report of peco_mm.utils.gpu_check, printed and written to --report."""
+    from peco_mm.utils.gpu_check import run_gpu_check as check
+    res, lines = check(str(ROOT), args.device, args.tokenizer, args.batch, args.steps,
+                       args.warmup, args.images, args.smoke, args.distributed_on_cpu,
+                       log=lambda msg: print(f'# {msg}', flush=True))
+    lines[1:1] = ['', f"`python tools/benchmark.py {' '.join(argv)}`"]
+    text = '\n'.join(lines).rstrip() + '\n'
+    Path(args.report).write_text(text)
+    print(text + f'\n(written to {args.report})')
+    res['command'] = ['tools/benchmark.py', *argv]
+    if args.out:
+        Path(args.out).write_text(json.dumps(res, indent=1, default=str))
+    return res
+
+
 def without_flags(argv: list[str], arity: dict[str, int]) -> list[str]:
     """argv minus each flag of `arity` (`--flag=value` too) and the values it took."""
     out, skip = [], 0
@@ -334,7 +374,7 @@ def run_repeats(args, argv: list[str]) -> dict:
 def main(argv=None) -> dict:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
-    timing = args.command != 'memory'
+    timing = args.command not in ('memory', 'gpu-check')
     if timing and (args.repeats > 1 or len(args.malloc) > 1):
         res = run_repeats(args, argv)
         if args.out:
@@ -351,6 +391,8 @@ def main(argv=None) -> dict:
     cuda = args.device.startswith('cuda')
     malloc = resolve_mode(args.malloc[0], cuda)  # recorded with the results
     apply_cpu_malloc(malloc, cuda)
+    if args.command == 'gpu-check':
+        return run_gpu_check(args, argv)
     res, lines = (run_memory if args.command == 'memory' else run_timing)(args)
     res.update(environment(args.device), malloc=malloc, command=['tools/benchmark.py', *argv])
     print(f"`python tools/benchmark.py {' '.join(argv)}`: {res['device']}, {res['threads']} "
