@@ -235,3 +235,17 @@ def test_card_peaks_match_device_names(name, card):
     from peco_mm.utils.gpu_check import card_peak
     got = card_peak(name)
     assert (got[0] if got else None) == card
+
+
+def test_precision_rows_are_tagged_and_compared_with_their_own_gemm_rate():
+    bench = load_tool('benchmark')
+    gemm = dict(fp32=100.0, bf16=400.0)
+    row = dict(model='peco', gflop_per_s=200.0)
+    assert bench.with_precision(row, 'model', None, gemm) is row  # no --precision: as before
+    bf16 = bench.with_precision(row, 'model', 'bf16', gemm)
+    assert (bf16['model'], bf16['precision'], bf16['of_gemm']) == ('peco [bf16]', 'bf16', 400.0)
+    rows = [dict(bf16, img_size=224, gflops=1.0, img_per_s=2.0)]
+    assert rows[0]['model'] in bench.md_tokenizer(rows, peak=100.0)[2]
+    assert '200 (50%)' in bench.md_tokenizer(rows, peak=100.0)[2]  # of 400, not of 100
+    args = bench.parse_args(['pretrain', '--precision', 'fp32', 'bf16'])
+    assert args.precision == ['fp32', 'bf16']
