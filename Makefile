@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PYTEST_WORKERS ?= 2
 WORK_DIR ?= work_dirs/demo
 
-.PHONY: install test demo lint clean
+.PHONY: install test demo lint clean gpu-check
 
 install:
 	@bash tools/install.sh
@@ -16,6 +16,10 @@ test: install
 
 demo: install
 	$(PY) tools/demo.py --work-dir $(WORK_DIR)
+
+# one Markdown report for a GPU machine (tools/benchmark.py gpu-check; its CPU part elsewhere)
+gpu-check: install
+	$(PY) tools/benchmark.py gpu-check --report gpu_check.md $(if $(TOKENIZER),--tokenizer $(TOKENIZER))
 
 lint: install
 	$(PY) -m flake8 peco_mm tools tests configs

@@ -18,10 +18,10 @@ import sys
 import warnings
 
 from mmengine.registry import DATASETS, HOOKS, METRICS, MODELS, OPTIM_WRAPPER_CONSTRUCTORS
-from mmengine.registry import TRANSFORMS, VISUALIZERS
+from mmengine.registry import OPTIM_WRAPPERS, TRANSFORMS, VISUALIZERS
 
-__all__ = ['DATASETS', 'HOOKS', 'METRICS', 'MODELS', 'OPTIM_WRAPPER_CONSTRUCTORS', 'TRANSFORMS',
-           'VISUALIZERS', 'register_all']
+__all__ = ['DATASETS', 'HOOKS', 'METRICS', 'MODELS', 'OPTIM_WRAPPER_CONSTRUCTORS', 'OPTIM_WRAPPERS',
+           'TRANSFORMS', 'VISUALIZERS', 'register_all']
 
 # modules that only need torch / mmengine / mmcv / timm: imported by `import peco_mm`
 CORE_MODULES = [

@@ -11,6 +11,9 @@
   all        tokenizer + pretrain + dense with matching settings
   memory     the peak memory of a config's training step at given batch sizes: measured on
              CUDA; on the CPU measured at small batches and extrapolated linearly (estimated)
+  gpu-check  one report for a GPU machine: mmcv ops against the CPU, bf16 code agreement,
+             bf16 throughput and MFU against the card's peak, memory at the paper's batch with
+             and without with_cp, a 2-GPU DDP / FSDP step; without CUDA its CPU part only
 
 Weights are random (speed and memory do not depend on them); inputs are synthetic (a config's
 step runs its own train pipeline on a random photo), so data loading is not measured. Each
@@ -42,6 +45,7 @@ EPILOG = """examples:
   tools/benchmark.py memory configs/peco/pretrain_vitl_in1k_800e.py --batch 64 128 256
   tools/benchmark.py memory configs/peco/pretrain_vitl_in1k_800e.py --batch 256 \\
       --cfg-options model.backbone.with_cp=True
+  tools/benchmark.py gpu-check --tokenizer TOKENIZER.pth --report gpu_check.md
 """
 
 
@@ -79,6 +83,11 @@ def parse_args(argv=None):
                     'train_dataloader.dataset.pipeline.3.second_size=224')
     for s in (t, a):
         s.add_argument('--no-dalle', action='store_true', help="skip mmpretrain's DALL-E encoder")
+    for s in (t, pre, a):
+        s.add_argument('--precision', nargs='+', choices=('fp32', 'bf16'),
+                       help='run each of these precisions: the encoders (tokenizer) and the '
+                       'step (pretrain) in fp32 or in bf16 autocast, each against the GEMM rate '
+                       'of the same precision (default: tokenizer fp32; pretrain as --amp)')
     for s in (pre, a):
         s.add_argument('--models', nargs='+', choices=PRETRAIN_MODELS, default=PRETRAIN_MODELS)
         s.add_argument('--amp', choices=('none', 'bf16', 'fp16'),
@@ -106,6 +115,26 @@ def parse_args(argv=None):
                    'wrappers need CUDA, so on CPU the same dtype runs under torch.autocast)')
     m.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE',
                    help='override config keys, e.g. model.backbone.with_cp=True')
+    g = sub.add_parser('gpu-check', parents=[common],
+                       help='one Markdown report for a GPU machine (without CUDA: the CPU '
+                       'part, listing what it skipped)',
+                       description='mmcv ops on the GPU against the CPU, bf16 code agreement '
+                       'of a tokenizer, bf16 throughput and MFU of encode and of the ViT-B '
+                       'pretraining step (batch 64) against the card\'s peak, memory of ViT-B / '
+                       'ViT-L at 256 per GPU with and without with_cp, and a DDP / FSDP step on '
+                       'two GPUs. Without CUDA: the code agreement on the CPU; the rest is '
+                       'listed as skipped.')
+    g.add_argument('--tokenizer', help='a trained tokenizer checkpoint for the code agreement '
+                   '(default: the paper architecture, random weights)')
+    g.add_argument('--report', default='gpu_check.md', help='Markdown report (gpu_check.md)')
+    g.add_argument('--batch', type=int, default=64, help='batch of the MFU rows (64)')
+    g.add_argument('--steps', type=int, default=5, help='timed steps, median (5)')
+    g.add_argument('--warmup', type=int, default=2, help='untimed steps (2)')
+    g.add_argument('--images', type=int, default=64, help='images for the code agreement (64; '
+                   'at most 8 without CUDA)')
+    g.add_argument('--smoke', action='store_true', help='tiny sizes, for a quick check')
+    g.add_argument('--distributed-on-cpu', action='store_true',
+                   help='without two GPUs: run the DDP / FSDP step on two CPU processes (gloo)')
     args = p.parse_args(argv)
     if args.repeats < 1:
         p.error(f'--repeats {args.repeats}: expected 1 or more')
@@ -125,7 +154,7 @@ def md_tokenizer(rows: list, peak: float) -> list[str]:
            'GFLOP/s (of GEMM) |', '|---|---|---:|---:|---:|---:|']
     return out + [f"| {r['model']} | {r['img_size']} px | {r['gflops']:.1f} | "
                   f"{r['img_per_s']:.2f} | {r['img_per_s'] / base:.2f}x | "
-                  f"{of_peak(r['gflop_per_s'], peak)} |"
+                  f"{of_peak(r['gflop_per_s'], r.get('of_gemm', peak))} |"
                   for r in rows]
 
 
@@ -138,7 +167,8 @@ def md_pretrain(rows: list, peak: float) -> list[str]:
         ratio = f"{r['ms_per_step'] / ref:.2f}" if ref else '-'
         mem = f"{r['peak_mem_gib']} GiB" if 'peak_mem_gib' in r else '-'
         out.append(f"| {r['model']} | {r['ms_per_step']} | {r['img_per_s']} | {ratio} | "
-                   f"{r['gflops_per_step']} | {of_peak(r['gflop_per_s'], peak)} | {r['trainable_m']} | "
+                   f"{r['gflops_per_step']} | "
+                   f"{of_peak(r['gflop_per_s'], r.get('of_gemm', peak))} | {r['trainable_m']} | "
                    f"{r['target_generator_m']} | {mem} |")
     return out
 
@@ -170,8 +200,10 @@ def md_repeats(runs: list[dict]) -> list[str]:
             vals = sorted(r[value] for r in rows)
             flops = '-'
             if 'gflop_per_s' in rows[0]:
+                gemm = [r['of_gemm'] for r in rows if 'of_gemm' in r] or [
+                    run['gemm_gflops'] for run in runs]
                 flops = of_peak(statistics.median(r['gflop_per_s'] for r in rows),
-                                statistics.median(run['gemm_gflops'] for run in runs))
+                                statistics.median(gemm))
             lines.append(f'| {name} | {malloc} | {num(statistics.median(vals))} | '
                          f'{num(vals[0])} - {num(vals[-1])} | {flops} |')
         lines.append('')
@@ -263,23 +295,41 @@ def run_timing(args) -> tuple[dict, list[str]]:
     from peco_mm.utils import benchmark as bm
     res, lines = {}, []
     cmd, smoke = args.command, args.smoke
+    precisions = getattr(args, 'precision', None) or []
     if cmd in ('tokenizer', 'pretrain', 'all'):  # the sections with GFLOP/s columns
         res['gemm_gflops'] = round(bm.gemm_gflops(args.device), 1)
         lines += [f"GEMM peak of this machine: {res['gemm_gflops']} GFLOP/s (fp32 2048x2048 "
                   'matmul, median of 5); GFLOP/s columns count multiply-add as 2.', '']
+        if 'bf16' in precisions:
+            import torch
+
+            from peco_mm.engine.optimizers import cpu_has_native_bf16
+            # emulated bf16 (a CPU without it) runs a 2048^2 matmul for minutes: 512^2 there
+            n = 2048 if args.device.startswith('cuda') or cpu_has_native_bf16() else 512
+            res['gemm_gflops_bf16'] = round(bm.gemm_gflops(args.device, torch.bfloat16, n), 1)
+            lines += [f"bf16 GEMM rate: {res['gemm_gflops_bf16']} GFLOP/s ({n}x{n} matmul in "
+                      'bf16); bf16 rows are compared with it.', '']
+    gemm = dict(fp32=res.get('gemm_gflops'), bf16=res.get('gemm_gflops_bf16'))
     steps, warmup = (1, 0) if smoke else (args.steps, args.warmup)
     if cmd in ('tokenizer', 'all'):
         batch = 2 if smoke else args.batch
-        res['tokenizer'] = bm.bench_tokenizers(batch, steps, warmup, args.device,
-                                               not args.no_dalle, smoke)
+        res['tokenizer'] = []
+        for prec in precisions or [None]:
+            rows = bm.bench_tokenizers(batch, steps, warmup, args.device, not args.no_dalle,
+                                       smoke, None if prec is None else prec == 'bf16')
+            res['tokenizer'] += [with_precision(r, 'model', prec, gemm) for r in rows]
         lines += md_tokenizer(res['tokenizer'], res['gemm_gflops']) + ['']
     if cmd in ('pretrain', 'all'):
         batch = min(args.batch, 4) if smoke else args.batch
         amp = args.amp or ('bf16' if args.device.startswith('cuda') else 'none')
-        res['pretrain'] = bm.bench_pretrain(args.models, batch, steps, warmup, args.device, amp,
-                                            smoke)
+        res['pretrain'] = []
+        for prec in precisions or [None]:
+            amp = amp if prec is None else {'fp32': 'none', 'bf16': 'bf16'}[prec]
+            rows = bm.bench_pretrain(args.models, batch, steps, warmup, args.device, amp, smoke)
+            res['pretrain'] += [with_precision(r, 'model', prec, gemm) for r in rows]
         lines += [f'{"smoke sizes" if smoke else "ViT-B/16 at 224 px"}, batch {batch}, amp '
-                  f'{amp}, median of {steps} steps (forward + backward + AdamW)', '']
+                  f"{amp if not precisions else ' / '.join(precisions)}, median of {steps} "
+                  'steps (forward + backward + AdamW)', '']
         lines += md_pretrain(res['pretrain'], res['gemm_gflops']) + ['']
     if cmd == 'data':
         configs = [c if Path(c).exists() else str(ROOT / c) for c in args.configs or DATA]
@@ -293,6 +343,31 @@ def run_timing(args) -> tuple[dict, list[str]]:
         res['dense'] = bm.bench_config_steps(configs, batch, steps, warmup, args.device)
         lines += md_dense(res['dense']) + ['']
     return res, lines
+
+
+def run_gpu_check(args, argv: list[str]) -> dict:
+    """The report of peco_mm.utils.gpu_check, printed and written to --report."""
+    from peco_mm.utils.gpu_check import run_gpu_check as check
+    res, lines = check(str(ROOT), args.device, args.tokenizer, args.batch, args.steps,
+                       args.warmup, args.images, args.smoke, args.distributed_on_cpu,
+                       log=lambda msg: print(f'# {msg}', flush=True))
+    lines[1:1] = ['', f"`python tools/benchmark.py {' '.join(argv)}`"]
+    text = '\n'.join(lines).rstrip() + '\n'
+    Path(args.report).write_text(text)
+    print(text + f'\n(written to {args.report})')
+    res['command'] = ['tools/benchmark.py', *argv]
+    if args.out:
+        Path(args.out).write_text(json.dumps(res, indent=1, default=str))
+    return res
+
+
+def with_precision(row: dict, key: str, precision: str | None, gemm: dict) -> dict:
+    """A row of a --precision run: its precision, its name tagged with it, and the GEMM rate of
+    the same precision to compare with (`of_gemm`)."""
+    if precision is None:
+        return row
+    return dict(row, **{key: f'{row[key]} [{precision}]'}, precision=precision,
+                of_gemm=gemm[precision])
 
 
 def without_flags(argv: list[str], arity: dict[str, int]) -> list[str]:
@@ -334,7 +409,7 @@ def run_repeats(args, argv: list[str]) -> dict:
 def main(argv=None) -> dict:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
-    timing = args.command != 'memory'
+    timing = args.command not in ('memory', 'gpu-check')
     if timing and (args.repeats > 1 or len(args.malloc) > 1):
         res = run_repeats(args, argv)
         if args.out:
@@ -351,6 +426,8 @@ def main(argv=None) -> dict:
     cuda = args.device.startswith('cuda')
     malloc = resolve_mode(args.malloc[0], cuda)  # recorded with the results
     apply_cpu_malloc(malloc, cuda)
+    if args.command == 'gpu-check':
+        return run_gpu_check(args, argv)
     res, lines = (run_memory if args.command == 'memory' else run_timing)(args)
     res.update(environment(args.device), malloc=malloc, command=['tools/benchmark.py', *argv])
     print(f"`python tools/benchmark.py {' '.join(argv)}`: {res['device']}, {res['threads']} "

@@ -5,8 +5,9 @@ UperNet on ADE20K, Mask R-CNN on COCO.
 The registry scope comes from the config's `default_scope` (mmpretrain, mmseg or mmdet), so
 the one launcher serves every config. A config that sets `runner_type='FlexibleRunner'` and a
 `strategy` (FSDPStrategy, DeepSpeedStrategy) gets mmengine's FlexibleRunner, as with the hosts'
-own tools/train.py. Without CUDA, an AmpOptimWrapper config trains in fp32 (one log line says
-so) and several processes talk over gloo.
+own tools/train.py. Without CUDA, an AmpOptimWrapper config trains in bf16 autocast on a CPU
+with native bf16 and in fp32 on one without (one log line says which and why), and several
+processes talk over gloo.
 """
 import argparse
 import importlib.util
@@ -51,8 +52,8 @@ def parse_args(argv=None):
                    'the work dir')
     p.add_argument('--amp', action='store_true',
                    help='mixed precision: AmpOptimWrapper, bf16 where the GPU supports it, '
-                   'else fp16 with a dynamic loss scale (ignored without CUDA, with one log '
-                   'line)')
+                   'else fp16 with a dynamic loss scale (without CUDA: bf16 autocast on a CPU '
+                   'with native bf16, else fp32; one log line)')
     p.add_argument('--auto-scale-lr', action='store_true',
                    help='scale the lr linearly by the total batch (processes x '
                    'train_dataloader.batch_size) over auto_scale_lr.base_batch_size')

@@ -38,7 +38,7 @@ test_dataloader = val_dataloader
 
 optim_wrapper = dict(
     type='AmpOptimWrapper',
-    dtype='bfloat16',  # ours (fp32 in the host config); fp32 without CUDA (tools/train.py)
+    dtype='bfloat16',  # ours (fp32 in the host config); on CPU see tools/train.py
     constructor='LayerDecayOptimWrapperConstructor',
     # BEiT's weight decay (the reference's): none for norms, biases, layer scales, the cls
     # token and absolute positions; the relative-position tables are decayed

@@ -9,8 +9,8 @@ tests all call it. It
   (FSDP, DeepSpeed) as the hosts' launchers do, mmengine's `Runner` otherwise;
 - folds the host flags into the config: `--resume`, `--amp`, `--auto-scale-lr`,
   `--no-validate`, `--out`, `--show-dir`, `--vis-backend`;
-- runs an `AmpOptimWrapper` config in fp32 on a machine without CUDA, where bf16 is several
-  times slower than fp32, and says so in one log line;
+- runs an `AmpOptimWrapper` config without CUDA in bf16 autocast (`AutocastOptimWrapper`)
+  on a CPU with native bf16, in fp32 on one without, and says which and why in one log line;
 - trains on several CPU processes: mmengine 0.10.7's `init_dist` calls `torch.cuda.set_device`
   and wraps the model with `device_ids=[local_rank]`, so on CPU we start the gloo group
   ourselves (with `env_cfg.dist_cfg.timeout`) and wrap with `device_ids=None`;
@@ -104,7 +104,7 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
     add_vis_backends(cfg, vis_backends)
     sync_with_model(cfg)
     notes = [sharded_clip_note(cfg)]
-    cpu_note = fall_back_to_fp32_on_cpu(cfg)
+    cpu_note = cpu_mixed_precision(cfg)  # about the machine: once per process on the console
     malloc_note = apply_cpu_malloc((cfg.get('env_cfg') or {}).get('cpu_malloc', 'auto'),
                                    torch.cuda.is_available())
     if mode == 'train':  # one run per work dir; atomic checkpoints, NaN guard, resume checks
@@ -173,28 +173,39 @@ def apply_cli(cfg: Config, work_dir: str | None, config_path: str, resume: str |
         ow = cfg.optim_wrapper
         ow.type = 'AmpOptimWrapper'
         if not torch.cuda.is_available() or torch.cuda.is_bf16_supported():
-            ow.dtype = 'bfloat16'  # (on CPU fall_back_to_fp32_on_cpu turns it off again)
+            ow.dtype = 'bfloat16'  # (on CPU: see cpu_mixed_precision)
         else:
             ow.loss_scale = 'dynamic'
     cfg.launcher = launcher
     return cfg
 
 
-def fall_back_to_fp32_on_cpu(cfg: Config) -> str | None:
-    """Without CUDA, run an AmpOptimWrapper config with a plain OptimWrapper; return the one
-    line to log (None when nothing changed). bf16 autocast is about 7x slower than fp32 on
-    the CPUs this was measured on, and fp16 needs CUDA."""
+def cpu_mixed_precision(cfg: Config, native_bf16: bool | None = None) -> str | None:
+    """Without CUDA, run an AmpOptimWrapper config (which asserts an accelerator) in bf16
+    autocast with `AutocastOptimWrapper` where the CPU computes bf16 natively, and in fp32 with
+    a plain OptimWrapper where it does not (bf16 is emulated there: several times slower than
+    fp32). A config's fp16 becomes bf16 on the CPU (no fp16 arithmetic there; bf16 needs no
+    loss scale). Returns the one line to log (None when nothing changed). `native_bf16`:
+    the detection's answer (default: `cpu_has_native_bf16()`)."""
     ow = cfg.get('optim_wrapper')
     if torch.cuda.is_available() or not isinstance(ow, dict):
         return None
     if str(ow.get('type', 'OptimWrapper')).split('.')[-1] != 'AmpOptimWrapper':
         return None
-    dtype = ow.get('dtype') or 'float16'
-    ow.type = 'OptimWrapper'
+    from .optimizers import autocast
+    native = autocast.cpu_has_native_bf16() if native_bf16 is None else native_bf16
+    dtype = str(ow.get('dtype') or 'float16').replace('torch.', '')
     for key in ('dtype', 'loss_scale', 'use_fsdp'):
         ow.pop(key, None)
-    return (f'No CUDA: training in fp32 instead of the config\'s AmpOptimWrapper ({dtype}), '
-            'which runs several times slower on CPU; the same config uses it on a GPU.')
+    if native:
+        ow.update(type='AutocastOptimWrapper', dtype='bfloat16')
+        return (f"No CUDA: this CPU has native bf16 (torch.ops.mkldnn._is_mkldnn_bf16_supported()"
+                f"): training in bf16 autocast (AutocastOptimWrapper) for the config's "
+                f'AmpOptimWrapper ({dtype}); weights, optimizer state and losses stay fp32.')
+    ow.type = 'OptimWrapper'
+    return (f"No CUDA and no native bf16 on this CPU (torch.ops.mkldnn._is_mkldnn_bf16_supported()"
+            f" is False): training in fp32 instead of the config's AmpOptimWrapper ({dtype}); "
+            'emulated bf16 would be several times slower.')
 
 
 def sharded_clip_note(cfg: Config) -> str | None:

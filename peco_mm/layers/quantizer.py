@@ -68,7 +68,8 @@ def nearest_codes(x: torch.Tensor, codebook: torch.Tensor, max_chunk_elems: int 
     """Exact argmin_k ||x_i - e_k||² for (N, D) rows against a (K, D) codebook: (N,) long.
 
     Rows are processed in chunks so that at most `max_chunk_elems` distances (N_chunk × K)
-    exist at once: 2^24 fp32 distances = 64 MiB, whatever N is. Computed in at least fp32.
+    exist at once: 2^24 fp32 distances = 64 MiB, whatever N is. Computed in at least fp32,
+    also inside an autocast region (which would otherwise run the addmm in bf16 / fp16).
     """
     dtype = torch.promote_types(x.dtype, torch.float32)
     x = x.to(dtype)
@@ -77,12 +78,18 @@ def nearest_codes(x: torch.Tensor, codebook: torch.Tensor, max_chunk_elems: int 
     K = e.shape[0]
     step = max(1, max_chunk_elems // max(K, 1))
     out = torch.empty(x.shape[0], dtype=torch.long, device=x.device)
-    for s in range(0, x.shape[0], step):
-        xc = x[s:s + step]  # (n, D)
-        # ||x||² is constant per row: argmin of ||e||² - 2 x·e
-        d = torch.addmm(e_sq.unsqueeze(0), xc, e.t(), beta=1.0, alpha=-2.0)  # (n, K)
-        out[s:s + step] = d.argmin(1)
+    with full_precision(x):
+        for s in range(0, x.shape[0], step):
+            xc = x[s:s + step]  # (n, D)
+            # ||x||² is constant per row: argmin of ||e||² - 2 x·e
+            d = torch.addmm(e_sq.unsqueeze(0), xc, e.t(), beta=1.0, alpha=-2.0)  # (n, K)
+            out[s:s + step] = d.argmin(1)
     return out
+
+
+def full_precision(t: torch.Tensor):
+    """Autocast off on `t`'s device: what runs inside keeps its inputs' dtype (fp32 here)."""
+    return torch.autocast(t.device.type, enabled=False)
 
 
 def kmeans(x: torch.Tensor, k: int, iters: int = 10, generator: torch.Generator | None = None
@@ -174,18 +181,19 @@ class EMAVectorQuantizer(nn.Module):
         """z (B, D, h, w) -> quantized (B, D, h, w) with straight-through gradient,
         codes (B, h, w) long, commitment loss (scalar)."""
         B, D, h, w = z.shape
-        flat = self.flatten(z)  # (N, D)
+        flat = self.flatten(z)  # (N, D) fp32
         update = self.training and torch.is_grad_enabled()
-        if update and not bool(self.initted):
-            self.initialise_codebook(flat.detach())
-        codes = self.quantize(flat.detach())  # (N,)
-        if update:
-            self.ema_update(flat.detach(), codes)
-            if self.restart_threshold > 0 and int(self.steps) % self.restart_interval == 0:
-                self.restart_dead_codes(flat.detach())
-        q = F.embedding(codes, self.embedding)  # (N, D)
-        loss = self.beta * F.mse_loss(flat, q.detach())
-        q = flat + (q - flat).detach()  # straight-through
+        with full_precision(flat):  # search, EMA update and commitment loss in fp32
+            if update and not bool(self.initted):
+                self.initialise_codebook(flat.detach())
+            codes = self.quantize(flat.detach())  # (N,)
+            if update:
+                self.ema_update(flat.detach(), codes)
+                if self.restart_threshold > 0 and int(self.steps) % self.restart_interval == 0:
+                    self.restart_dead_codes(flat.detach())
+            q = F.embedding(codes, self.embedding)  # (N, D)
+            loss = self.beta * F.mse_loss(flat, q.detach())
+            q = flat + (q - flat).detach()  # straight-through
         quantized = q.view(B, h, w, D).permute(0, 3, 1, 2).to(z.dtype)  # (B, D, h, w)
         return quantized, codes.view(B, h, w), loss
 

@@ -62,8 +62,9 @@ class PeCoMIMHead(BaseModule):
         if feats.shape[:2] != target.shape:
             raise ValueError(f'masked features {tuple(feats.shape)} and target codes '
                              f'{tuple(target.shape)} disagree on (B, M)')
-        logits = self(feats)  # (B, M, K)
-        loss = F.cross_entropy(logits.flatten(0, 1), target.flatten())
+        logits = self(feats)  # (B, M, K), bf16 under autocast
+        # log-softmax and loss in fp32 whatever autocast's operator lists say on this device
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), target.flatten())
         with torch.no_grad():
             acc = (logits.argmax(-1) == target).float().mean()
         return dict(loss=loss * self.loss_weight, mim_acc=acc)

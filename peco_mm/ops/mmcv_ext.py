@@ -53,8 +53,10 @@ def roi_align_forward(input: torch.Tensor, rois: torch.Tensor, output: torch.Ten
     """Writes RoIAlign of ``input`` (B, C, H, W) over ``rois`` (K, 5) into ``output``
     (K, C, aligned_height, aligned_width), as mmcv's kernel does."""
     _check_avg_pool(pool_mode)
-    output.copy_(torch.ops.torchvision.roi_align(input, rois, spatial_scale, aligned_height,
-                                                 aligned_width, sampling_ratio, aligned))
+    dtype = _kernel_dtype(input)
+    output.copy_(torch.ops.torchvision.roi_align(input.to(dtype), rois.to(dtype), spatial_scale,
+                                                 aligned_height, aligned_width, sampling_ratio,
+                                                 aligned))
 
 
 def roi_align_backward(grad_output: torch.Tensor, rois: torch.Tensor, argmax_y: torch.Tensor,
@@ -65,9 +67,17 @@ def roi_align_backward(grad_output: torch.Tensor, rois: torch.Tensor, argmax_y: 
     ``grad_input`` (B, C, H, W), as mmcv's kernel does."""
     _check_avg_pool(pool_mode)
     batch, channels, height, width = grad_input.shape
+    dtype = _kernel_dtype(grad_output)
     grad_input.add_(torch.ops.torchvision._roi_align_backward(
-        grad_output, rois, spatial_scale, aligned_height, aligned_width, batch, channels, height,
-        width, sampling_ratio, aligned))
+        grad_output.to(dtype), rois.to(dtype), spatial_scale, aligned_height, aligned_width,
+        batch, channels, height, width, sampling_ratio, aligned))
+
+
+def _kernel_dtype(t: torch.Tensor) -> torch.dtype:
+    """The dtype torchvision's RoIAlign kernels compute `t` in: bf16 (from an autocast region,
+    or its backward) in fp32, as they have no bf16 kernel; the result is stored in the
+    caller's dtype."""
+    return torch.float32 if t.dtype == torch.bfloat16 else t.dtype
 
 
 def get_compiler_version() -> str:

@@ -107,8 +107,9 @@ class PerceptualLoss(nn.Module):
         return ((img + 1) / 2 - self.mean.to(img.dtype)) / self.std.to(img.dtype)
 
     def features(self, img: torch.Tensor) -> list[torch.Tensor]:
-        """Channel-normalised (B, C_l, H_l, W_l) features of each selected layer."""
-        feats = self.net(self.normalize_input(img))
+        """Channel-normalised (B, C_l, H_l, W_l) fp32 features of each selected layer (the
+        network may run in bf16 autocast; the normalisation and distances do not)."""
+        feats = [f.float() for f in self.net(self.normalize_input(img))]
         return [f / (f.pow(2).sum(1, keepdim=True).add(1e-10).sqrt()) for f in feats]
 
     def forward(self, img: torch.Tensor, recon: torch.Tensor,

@@ -74,8 +74,9 @@ class DalleCodes(torch.nn.Module):
         self.encoder = DALLEEncoder(**kwargs).eval()
 
     @torch.inference_mode()
-    def encode(self, x: torch.Tensor) -> torch.Tensor:
-        return self.encoder(x).argmax(1)
+    def encode(self, x: torch.Tensor, bf16: bool | None = None) -> torch.Tensor:
+        with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=bool(bf16)):
+            return self.encoder(x).argmax(1)
 
 
 def tokenizer_models(dalle: bool = True, smoke: bool = False) -> list[tuple[str, int, object]]:
@@ -105,12 +106,15 @@ def count_gflops(fn: Callable[[], object]) -> float:
 
 
 def bench_tokenizers(batch: int, steps: int, warmup: int, device: str, dalle: bool = True,
-                     smoke: bool = False) -> list[dict]:
+                     smoke: bool = False, bf16: bool | None = None) -> list[dict]:
+    """Encode throughput; `bf16`: the encoders in bf16 autocast (True), fp32 (False), or each
+    tokenizer's default (None: PeCo's `encode_bf16` on CUDA, fp32 elsewhere)."""
     rows = []
     for name, size, module in tokenizer_models(dalle, smoke):
         module.to(device)
         x = torch.rand(batch, 3, size, size, device=device) * 2 - 1
-        sec = statistics.median(time_steps(lambda: module.encode(x), steps, warmup, device))
+        sec = statistics.median(time_steps(lambda: module.encode(x, bf16=bf16), steps, warmup,
+                                           device))
         gflops = count_gflops(lambda: module.encode(x[:1]))  # per image
         rows.append(dict(model=name, img_size=size, batch=batch, gflops=round(gflops, 4),
                          ms_per_batch=round(1000 * sec, 2), img_per_s=round(batch / sec, 2),

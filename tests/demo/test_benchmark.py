@@ -190,3 +190,62 @@ def test_repeats_pass_every_other_argument_to_the_child_runs():
     argv = ['data', '--repeats', '3', 'a.py', '--malloc', 'stock', 'reuse', 'b.py',
             '--out=x.json', '--steps', '5']
     assert strip(argv, arity) == ['data', 'a.py', 'b.py', '--steps', '5']
+
+
+# ---- gpu-check ---------------------------------------------------------------------------------
+def test_gpu_check_runs_its_cpu_part_and_lists_what_it_skipped(tmp_path):
+    report, out = tmp_path / 'gpu_check.md', tmp_path / 'gpu_check.json'
+    proc = run_tool(['tools/benchmark.py', 'gpu-check', '--device', 'cpu', '--smoke',
+                     '--distributed-on-cpu', '--report', report, '--out', out], timeout=600)
+    res, text = json.loads(out.read_text()), report.read_text()
+    assert text in proc.stdout and text.startswith('# peco_mm GPU check')
+    assert {s['section'] for s in res['skipped']} == {
+        'mmcv ops on the GPU against the CPU', 'throughput and MFU', 'memory at the paper batch'}
+    assert '## Skipped' in text and '- throughput and MFU: no CUDA' in text
+    a = res['code_agreement']
+    assert a['codes'] == 8 * 8 * 8  # 8 images, 64 px, 8x down
+    assert a['flipped'] == pytest.approx(a['codes'] * (1 - a['agreement']))
+    assert f"| {a['codes']:.0f} | {a['flipped']:.0f} | {a['agreement']:.2%} |" in text
+    # DDP and FSDP over gloo: gradients reduced, so both ranks hold the same weights
+    assert [r['wrapper'] for r in res['distributed']] == ['DDP', 'FSDP']
+    assert all(r['rank_weight_diff'] == 0 and r['loss'] > 0 for r in res['distributed'])
+
+
+def test_gpu_check_sections_run_on_any_device():
+    # the CUDA sections take the device as an argument: on the CPU they run at toy sizes
+    from peco_mm.utils import benchmark as bm
+    from peco_mm.utils import gpu_check as gc
+    assert all(r['passed'] for r in gc.check_mmcv_ops('cpu'))
+    peak = bm.gemm_gflops('cpu', n=512) / 1000  # TFLOP/s
+    rows = gc.mfu_rows('cpu', peak, batch=2, steps=1, warmup=0, smoke=True)
+    assert [r['what'] for r in rows] == ['PeCo (default, 37.5M) encode, bf16',
+                                         'PeCo pretraining step (smoke sizes), bf16']
+    for r in rows:
+        # TFLOP/s are rounded to 3 decimals
+        assert r['img_per_s'] > 0 and r['mfu'] == pytest.approx(r['tflops'] / peak,
+                                                                abs=0.0006 / peak)
+
+
+@pytest.mark.parametrize('name,card', [
+    ('NVIDIA H100 80GB HBM3', 'H100 SXM'), ('NVIDIA H100 PCIe', 'H100 PCIe'),
+    ('NVIDIA H200', 'H200'), ('NVIDIA A100-SXM4-80GB', 'A100'), ('NVIDIA A10', 'A10'),
+    ('NVIDIA L4', 'L4'), ('NVIDIA L40S', 'L40S'), ('NVIDIA GeForce RTX 4090', 'RTX 4090'),
+    ('Tesla V100-SXM2-16GB', None)])
+def test_card_peaks_match_device_names(name, card):
+    from peco_mm.utils.gpu_check import card_peak
+    got = card_peak(name)
+    assert (got[0] if got else None) == card
+
+
+def test_precision_rows_are_tagged_and_compared_with_their_own_gemm_rate():
+    bench = load_tool('benchmark')
+    gemm = dict(fp32=100.0, bf16=400.0)
+    row = dict(model='peco', gflop_per_s=200.0)
+    assert bench.with_precision(row, 'model', None, gemm) is row  # no --precision: as before
+    bf16 = bench.with_precision(row, 'model', 'bf16', gemm)
+    assert (bf16['model'], bf16['precision'], bf16['of_gemm']) == ('peco [bf16]', 'bf16', 400.0)
+    rows = [dict(bf16, img_size=224, gflops=1.0, img_per_s=2.0)]
+    assert rows[0]['model'] in bench.md_tokenizer(rows, peak=100.0)[2]
+    assert '200 (50%)' in bench.md_tokenizer(rows, peak=100.0)[2]  # of 400, not of 100
+    args = bench.parse_args(['pretrain', '--precision', 'fp32', 'bf16'])
+    assert args.precision == ['fp32', 'bf16']

@@ -12,7 +12,7 @@ from mmengine.optim import build_optim_wrapper
 from mmengine.registry import init_default_scope
 
 import peco_mm  # noqa: F401
-from peco_mm.engine.launch import fall_back_to_fp32_on_cpu
+from peco_mm.engine.launch import cpu_mixed_precision
 from peco_mm.models import PeCoViT, ViTPyramidAdapter, default_pyramid_indices
 from tests.conftest import ROOT
 
@@ -34,7 +34,7 @@ def tiny(cfg_name: str) -> Config:
         cfg.model.test_cfg.crop_size, cfg.model.test_cfg.stride = (64, 64), (48, 48)
     else:
         cfg.model.neck.in_channels = [64] * 4
-    fall_back_to_fp32_on_cpu(cfg)  # as tools/train.py does: AmpOptimWrapper needs CUDA
+    cpu_mixed_precision(cfg, native_bf16=False)  # fp32, as tools/train.py on a CPU without bf16
     return cfg
 
 

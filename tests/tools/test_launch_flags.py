@@ -161,21 +161,28 @@ def test_auto_scale_lr_without_base_batch_names_the_key(cls_cfg, tmp_path):
 
 
 @no_cuda
-def test_amp_config_trains_in_fp32_on_cpu_with_one_log_line(cls_cfg, tmp_path,
-                                                            isolated_mmengine):
+@pytest.mark.parametrize('native', [False, True], ids=['no_native_bf16', 'native_bf16'])
+def test_amp_config_on_cpu_follows_native_bf16_with_one_log_line(cls_cfg, tmp_path, native,
+                                                                 isolated_mmengine, monkeypatch):
     from mmengine.optim import AmpOptimWrapper
+
+    from peco_mm.engine.optimizers import autocast
+    monkeypatch.setattr(autocast, 'cpu_has_native_bf16', lambda: native)
+    want = ('AutocastOptimWrapper', 'this CPU has native bf16') if native else (
+        'OptimWrapper', 'No CUDA and no native bf16 on this CPU')
     opts = {'optim_wrapper.type': 'AmpOptimWrapper', 'optim_wrapper.dtype': 'bfloat16'}
     from peco_mm.engine.launch import run
     runner = run(str(cls_cfg), str(tmp_path / 'cfg'), opts, 'train').runner
-    assert type(runner.optim_wrapper).__name__ == 'OptimWrapper'
+    assert type(runner.optim_wrapper).__name__ == want[0]
     assert not isinstance(runner.optim_wrapper, AmpOptimWrapper)
-    assert run_log(tmp_path / 'cfg').count('No CUDA: training in fp32') == 1
+    assert run_log(tmp_path / 'cfg').count(want[1]) == 1
+    assert all(p.dtype == torch.float32 for p in runner.model.parameters())
     # without CUDA the launcher also keeps freed memory (env_cfg.cpu_malloc='auto'), one line
     assert run_log(tmp_path / 'cfg').count("env_cfg.cpu_malloc='auto': freed CPU memory") == 1
-    # --amp through the tool: the same fallback, the same single line
+    # --amp through the tool: the same choice, the same single line
     load_tool('train').main([str(cls_cfg), '--work-dir', str(tmp_path / 'flag'), '--amp'])
     log = run_log(tmp_path / 'flag')
-    assert log.count('No CUDA: training in fp32') == 1 and 'bfloat16' in log
+    assert log.count(want[1]) == 1 and 'bfloat16' in log
 
 
 def test_vis_backend_flag_adds_backend_and_names_missing_package(cls_cfg, tmp_path,

@@ -35,7 +35,7 @@ backbone = dict(
 # AdamW 3e-4, wd 0.05, layer decay 0.65 over the 12 blocks (patch embedding: 0.65^13 = 0.0037x)
 optim_wrapper = dict(
     type='AmpOptimWrapper',
-    dtype='bfloat16',  # ours; fp32 without CUDA (tools/train.py)
+    dtype='bfloat16',  # ours; on CPU see tools/train.py
     optimizer=dict(_delete_=True, type='AdamW', lr=3e-4, betas=(0.9, 0.999), weight_decay=0.05),
     constructor='LayerDecayOptimWrapperConstructor',
     paramwise_cfg=dict(layer_decay_rate=0.65))

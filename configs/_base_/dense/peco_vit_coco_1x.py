@@ -35,7 +35,7 @@ backbone = dict(
 # 8 GPUs x 2 images (the base's batch_size=2)
 optim_wrapper = dict(
     # fp16 autocast with a dynamic loss scale (ours), as mmdet's AMP configs: mmcv's RoIAlign
-    # CUDA kernels take fp32 / fp16 only, so bf16 is not an option here. fp32 without CUDA.
+    # CUDA kernels take fp32 / fp16 only, so bf16 is not an option here (on CPU: tools/train.py).
     type='AmpOptimWrapper',
     optimizer=dict(_delete_=True, type='AdamW', lr=4e-4, betas=(0.9, 0.999), weight_decay=0.05),
     constructor='LayerDecayOptimWrapperConstructor',

@@ -10,7 +10,8 @@ _base_ = 'mmpretrain::_base_/default_runtime.py'
 custom_imports = dict(imports=['peco_mm'], allow_failed_imports=False)
 
 # bf16 autocast (ours; the paper states no precision, BEiT trains in fp16 with a loss scale).
-# Without CUDA, tools/train.py runs the same config in fp32 and says so in the log.
+# Without CUDA, tools/train.py runs it in bf16 autocast on a CPU with native bf16, in fp32 on
+# one without, and says which in the log.
 optim_wrapper = dict(
     type='AmpOptimWrapper',
     dtype='bfloat16',
