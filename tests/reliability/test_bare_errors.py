@@ -12,9 +12,9 @@ from tests.reliability.conftest import write_cls
 def test_batch_larger_than_the_dataset(tmp_path, cls_data, isolated_mmengine):
     from peco_mm.engine.launch import run
     cfg = write_cls(tmp_path / 'cls.py', cls_data, iters=2)  # 3 classes x 4 = 12 images
+    opts = {'train_dataloader.batch_size': 16, 'train_dataloader.drop_last': True}
     with pytest.raises(ValueError) as err:
-        run(str(cfg), str(tmp_path / 'work'), {'train_dataloader.batch_size': 16,
-                                                'train_dataloader.drop_last': True})
+        run(str(cfg), str(tmp_path / 'work'), opts)
     assert str(err.value).startswith('train_dataloader gives no batch: the dataset has 12 '
                                      'samples and batch_size=16 with drop_last=True. Lower '
                                      'train_dataloader.batch_size (at most 12)')
@@ -45,7 +45,11 @@ def test_tokenize_dataset_takes_the_architecture(tmp_path, capsys):
     tool.main(common + ['--out', str(tmp_path / 'codes.npz'), '--arch', 'encoder_type=vit',
                         'embed_dims=16', 'num_embeddings=32',
                         "vit_cfg={'arch': 'test', 'img_size': 32, 'patch_size': 8}"])
-    codes = np.load(tmp_path / 'codes.npz')['codes']
-    assert codes.shape == (3, 4, 4) and int(codes.max()) < 32
+    out = np.load(tmp_path / 'codes.npz')
+    assert out['codes'].shape == (3, 4, 4)
+    from peco_mm.utils.image import load_images
+    files = [str(tmp_path / 'img' / f) for f in out['files']]
+    with torch.no_grad():  # the tokenizer's own codes of each image
+        np.testing.assert_array_equal(out['codes'], tok.eval().encode(load_images(files, 32)))
     with pytest.raises(SystemExit, match=r'--arch embed_dim: not an architecture argument'):
         tool.main(common + ['--out', str(tmp_path / 'b.npz'), '--arch', 'embed_dim=16'])
