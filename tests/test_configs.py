@@ -29,6 +29,8 @@ def _drop_pretrained(node):
 def test_config_builds(path):
     cfg = Config.fromfile(str(path))
     assert cfg.get('default_scope'), f'{path.name}: no default_scope'
+    # a stalled rank ends the job after 10 minutes (NCCL's default: 30)
+    assert cfg.env_cfg.dist_cfg.timeout == 600, f'{path.name}: env_cfg {cfg.env_cfg}'
     scope = cfg.default_scope
     registry = __import__(f'{scope}.registry', fromlist=['MODELS'])
     model_cfg = cfg.model

@@ -3,7 +3,9 @@
 
 Writes OUT (.npz): `codes` (N, h, w) uint16 (int32 when K > 65536), `files` (paths relative
 to IMAGES, sorted) and `num_embeddings`. CHECKPOINT is a tools/train.py checkpoint of a
-tokenizer config (its architecture is read from the checkpoint).
+tokenizer config (its architecture is read from the checkpoint). A file that stores no config
+and holds no CNN encoder (e.g. a ViT-encoder tokenizer saved as a bare state dict) needs the
+architecture with --arch KEY=VALUE ...
 
 Long jobs: the sorted file list is cut into chunks of --chunk-size images; each finished chunk
 is written to OUT.parts/ at once, and a rerun with the same arguments skips the chunks that are
@@ -22,6 +24,8 @@ EPILOG = """examples:
   torchrun --nproc_per_node 8 tools/tokenize_dataset.py tokenizer.pth data/imagenet/train \\
       --out codes.npz --workers 8 --device cuda          # one shard of chunks per GPU
   (rerun the same command after an interruption: finished chunks are skipped)
+  tools/tokenize_dataset.py vit_tok.pth images --out codes.npz \\
+      --arch encoder_type=vit embed_dims=32 num_embeddings=8192 "vit_cfg={'arch': 'small'}"
 """
 
 
@@ -39,6 +43,9 @@ def parse_args(argv=None):
                    help='images per resumable chunk (4096)')
     p.add_argument('--device', help='cpu or cuda (default: cuda when available; under '
                    'torchrun cuda:LOCAL_RANK)')
+    p.add_argument('--arch', nargs='+', default=[], metavar='KEY=VALUE',
+                   help='tokenizer architecture arguments for a checkpoint that stores none '
+                   '(values are Python literals), e.g. encoder_type=vit embed_dims=32')
     p.add_argument('--keep-parts', action='store_true', help='keep OUT.parts/ after joining')
     p.add_argument('--stop-after', type=int, metavar='N',
                    help='encode at most N chunks per process, then exit without joining (split '
@@ -49,7 +56,27 @@ def parse_args(argv=None):
             p.error(f'--{k.replace("_", "-")} must be >= 1, got {getattr(args, k)}')
     if args.workers < 0:
         p.error(f'--workers must be >= 0, got {args.workers}')
+    try:
+        args.arch = parse_arch(args.arch)
+    except ValueError as err:
+        p.error(str(err))
     return args
+
+
+def parse_arch(pairs) -> dict:
+    """['encoder_type=vit', 'embed_dims=32'] -> {'encoder_type': 'vit', 'embed_dims': 32}:
+    each value a Python literal (numbers, tuples, dicts), else the plain string."""
+    import ast
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition('=')
+        if not sep or not key:
+            raise ValueError(f'--arch {pair!r}: expected KEY=VALUE')
+        try:
+            out[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key] = value
+    return out
 
 
 class ImageFiles:
@@ -134,7 +161,17 @@ def main(argv=None):
         files = find_images(args.images)
     except FileNotFoundError as err:
         raise SystemExit(f'tokenize_dataset.py: {err}')
-    tok = PeCoTokenizer.from_checkpoint(args.checkpoint, map_location=device)
+    from peco_mm.tokenizer.tokenizer import ARCH_KEYS
+    unknown = sorted(set(args.arch) - set(ARCH_KEYS))
+    if unknown:
+        raise SystemExit(f'tokenize_dataset.py: --arch {", ".join(unknown)}: not an '
+                         f'architecture argument; allowed: {", ".join(ARCH_KEYS)}')
+    try:
+        tok = PeCoTokenizer.from_checkpoint(args.checkpoint, map_location=device, **args.arch)
+    except ValueError as err:
+        raise SystemExit(f'tokenize_dataset.py: {err}. Give it with --arch KEY=VALUE ... '
+                         '(e.g. --arch encoder_type=vit embed_dims=32 num_embeddings=8192 '
+                         '"vit_cfg={\'arch\': \'small\'}")')
     if args.img_size % tok.downsample:
         raise SystemExit(f"tokenize_dataset.py: --img-size {args.img_size} is not a multiple of "
                          f"the tokenizer's downsampling factor {tok.downsample}")

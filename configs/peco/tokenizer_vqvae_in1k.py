@@ -14,6 +14,7 @@ _base_ = [
     '../_base_/tokenizer/schedule_adam_100e.py',
 ]
 custom_imports = dict(imports=['peco_mm'], allow_failed_imports=False)
+env_cfg = dict(dist_cfg=dict(timeout=600))  # a stalled rank ends the job after 10 min, not 30
 
 # tools/test.py measures the perceptual distance of EVERY tokenizer (lambda = 0 and the
 # ResNet-50 / VGG16 variants included) with this one network, so the numbers share a scale;

@@ -246,9 +246,13 @@ class EMAVectorQuantizer(nn.Module):
     @torch.no_grad()
     def ema_update(self, flat: torch.Tensor, codes: torch.Tensor) -> None:
         """N_k ← γ N_k + (1-γ) n_k;  m_k ← γ m_k + (1-γ) Σ_{c_i=k} z_i;  e_k = m_k / Ñ_k,
-        with n_k and the sums all-reduced over ranks and Ñ the Laplace-smoothed counts."""
+        with n_k and the sums all-reduced over ranks and Ñ the Laplace-smoothed counts.
+        Non-finite rows count for nothing, so a step that the non-finite loss guard skips
+        leaves the codebook finite (no host sync: masked, not removed)."""
         K = self.num_embeddings
-        counts = torch.bincount(codes, minlength=K).to(flat.dtype)  # (K,)
+        finite = torch.isfinite(flat).all(dim=1)  # (N,)
+        flat = torch.where(finite.unsqueeze(1), flat, torch.zeros_like(flat))
+        counts = torch.bincount(codes, weights=finite.to(flat.dtype), minlength=K)  # (K,)
         sums = torch.zeros(K, flat.shape[1], device=flat.device, dtype=flat.dtype)
         sums.index_add_(0, codes, flat)  # (K, D)
         _all_reduce_sum(counts)

@@ -21,7 +21,6 @@ pipelines (e.g. the second view of a MIM data preprocessor).
 from __future__ import annotations
 
 import inspect
-import math
 import os.path as osp
 from typing import Sequence
 
@@ -370,7 +369,8 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
         with torch.no_grad():
             stats = codebook_stats(torch.bincount(codes.flatten(), minlength=self.num_embeddings))
         losses['perplexity'] = torch.tensor(stats['perplexity'], device=img.device)
-        check_finite(losses, it)
+        # a non-finite loss is stopped (or skipped) by the runner's NonFiniteLossHook, as in
+        # every stage: with the iteration and the term, and nonfinite_loss.max_skips honoured
         share = self.pop_gradient_share()
         if share is not None:
             losses['percep_grad_share'] = share
@@ -536,19 +536,6 @@ class FrozenPeCoTokenizer(TokenizerEncoding, nn.Module):
 
     def forward(self, img: torch.Tensor) -> torch.Tensor:
         return self.encode(img)
-
-
-def check_finite(losses: dict[str, torch.Tensor], it: int) -> None:
-    """Stop training at a non-finite loss, naming the iteration and every term."""
-    stacked = torch.stack([v.detach().float().mean() for v in losses.values()])
-    if bool(torch.isfinite(stacked).all()):  # one device sync per step
-        return
-    vals = dict(zip(losses, stacked.tolist()))
-    terms = ', '.join(f'{k}={v:.6g}' for k, v in vals.items())
-    bad = [k for k, v in vals.items() if not math.isfinite(v)]
-    raise FloatingPointError(f'PeCoTokenizer: non-finite loss at iteration {it} in {bad}: '
-                             f'{terms}. Lower the learning rate, check the inputs, or use '
-                             'fp32.')
 
 
 def to_uint8(img: torch.Tensor) -> torch.Tensor:

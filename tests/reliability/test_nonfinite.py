@@ -130,3 +130,58 @@ def test_nan_weights_are_never_saved(tmp_path, cls_data, isolated_mmengine):
         run(str(cfg), str(tmp_path / 'work'))
     assert [p.name for p in (tmp_path / 'work').glob('*.pth')] == ['iter_2.pth']
     assert_finite_checkpoints(tmp_path / 'work')
+
+
+def test_tokenizer_skips_through_the_shared_guard(tmp_path, isolated_mmengine):
+    """The tokenizer stage has no guard of its own: encoder outputs made NaN at iterations 2,
+    3 and 5 are skipped twice (max_skips=2, the EMA codebook stays finite) and stop the run
+    at iteration 5, with the shared guard's message."""
+    from mmengine.hooks import Hook
+
+    from peco_mm.engine.launch import run
+    from peco_mm.registry import HOOKS
+    from peco_mm.utils import make_class_folder
+    from tests.reliability.test_resume_mismatch import TOKENIZER, tokenizer_opts
+
+    @HOOKS.register_module(force=True)
+    class PoisonEncoderAt(Hook):
+        def before_train(self, runner):
+            def poison(module, args, out):
+                return out * math.nan if runner.iter + 1 in (2, 3, 5) else out
+            runner.model.encoder.register_forward_hook(poison)
+
+    data = make_class_folder(tmp_path / 'data' / 'train', size=64, per_class=2).parent
+    opts = dict(tokenizer_opts(data, 32, iters=6), custom_hooks=[dict(type='PoisonEncoderAt')],
+                nonfinite_loss=dict(max_skips=2))
+    work = tmp_path / 'work'
+    with pytest.raises(FloatingPointError, match=r'^Non-finite loss at iteration 5 in '):
+        run(TOKENIZER, str(work), opts)
+    log = run_log(work)
+    assert 'iteration 2 in' in log and 'step skipped (1 of max_skips=2)' in log
+    assert 'iteration 3 in' in log and 'step skipped (2 of max_skips=2)' in log
+    assert (work / 'iter_4.pth').is_file()  # every finished step saved, skipped ones too
+    assert_finite_checkpoints(work)  # the codebook included
+
+
+def test_nonfinite_weights_loaded_are_refused(tmp_path, cls_data, isolated_mmengine):
+    from peco_mm.engine.launch import run
+    cfg = write_cls(tmp_path / 'cls.py', cls_data, iters=1, interval=1)
+    run(str(cfg), str(tmp_path / 'good'))
+    state = torch.load(tmp_path / 'good' / 'iter_1.pth', weights_only=True)['state_dict']
+    ckpt = {'state_dict': state, 'meta': {}}
+    ckpt['state_dict']['head.fc.weight'][0, 0] = math.nan
+    ckpt['state_dict']['backbone.blocks.0.mlp.fc1.bias'][1] = math.inf
+    torch.save(ckpt, tmp_path / 'bad.pth')
+    with pytest.raises(FloatingPointError) as err:
+        run(str(cfg), str(tmp_path / 'work'), {'load_from': str(tmp_path / 'bad.pth')})
+    assert str(err.value).startswith(
+        'the model holds NaN/inf before training starts: 2 tensors (backbone.blocks.0.mlp.fc1.'
+        f'bias, head.fc.weight). They were loaded from load_from={tmp_path / "bad.pth"}; ')
+    backbone = {k[len('backbone.'):]: v for k, v in ckpt['state_dict'].items()
+                if k.startswith('backbone.')}
+    torch.save({'state_dict': backbone}, tmp_path / 'bad_backbone.pth')
+    init = dict(_delete_=True, type='Pretrained', checkpoint=str(tmp_path / 'bad_backbone.pth'))
+    with pytest.raises(FloatingPointError, match=r'1 tensors \(backbone.blocks.0.mlp.fc1.bias\)'
+                       r'\. They were loaded from model.backbone.init_cfg.checkpoint='):
+        run(str(cfg), str(tmp_path / 'work2'), {'model.backbone.init_cfg': init})
+    assert not list(tmp_path.glob('work*/*.pth'))

@@ -8,6 +8,7 @@
 _base_ = 'mmpretrain::_base_/default_runtime.py'
 
 custom_imports = dict(imports=['peco_mm'], allow_failed_imports=False)
+env_cfg = dict(dist_cfg=dict(timeout=600))  # a stalled rank ends the job after 10 min, not 30
 
 # bf16 autocast (ours; the paper states no precision, BEiT trains in fp16 with a loss scale).
 # Without CUDA, tools/train.py runs it in bf16 autocast on a CPU with native bf16, in fp32 on

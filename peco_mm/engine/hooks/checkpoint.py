@@ -103,16 +103,7 @@ def atomic_saver(runner, save):
 def check_finite_weights(model: torch.nn.Module, filename: str) -> None:
     """Raise FloatingPointError naming the non-finite tensors, so that a diverged model never
     replaces a good checkpoint."""
-    module = model.module if is_model_wrapper(model) else model
-    if not isinstance(module, torch.nn.Module):
-        return
-    tensors = list(module.named_parameters()) + list(module.named_buffers())
-    bad = [n for n, t in tensors if t.is_floating_point() and not bool(torch.isfinite(t).all())]
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        count = torch.tensor([float(len(bad))], device=tensors[0][1].device if tensors else None)
-        dist.all_reduce(count)  # every rank refuses together (FSDP: each checks its shard)
-        if count.item() and not bad:
-            bad = ['(on another rank)']
+    bad = nonfinite_tensors(model)
     if bad:
         shown = ', '.join(bad[:3]) + (' ...' if len(bad) > 3 else '')
         raise FloatingPointError(
@@ -120,6 +111,22 @@ def check_finite_weights(model: torch.nn.Module, filename: str) -> None:
             'earlier checkpoints are kept. Lower the learning rate or add gradient clipping '
             '(optim_wrapper.clip_grad=dict(max_norm=...)), check the data '
             '(tools/check_dataset.py CONFIG), or train in bf16/fp32 instead of fp16.')
+
+
+def nonfinite_tensors(model: torch.nn.Module) -> list[str]:
+    """Names of the model's parameters and buffers that hold NaN/inf, agreed over ranks
+    (['(on another rank)'] when only another rank has some)."""
+    module = model.module if is_model_wrapper(model) else model
+    if not isinstance(module, torch.nn.Module):
+        return []
+    tensors = list(module.named_parameters()) + list(module.named_buffers())
+    bad = [n for n, t in tensors if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+        count = torch.tensor([float(len(bad))], device=tensors[0][1].device if tensors else None)
+        dist.all_reduce(count)  # every rank agrees (FSDP: each checks its shard)
+        if count.item() and not bad:
+            bad = ['(on another rank)']
+    return bad
 
 
 def commit_file(part: str, final: str) -> None:

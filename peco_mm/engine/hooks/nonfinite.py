@@ -3,9 +3,13 @@
 Without it, a diverging run keeps training at `loss: nan  grad_norm: nan`, writes NaN
 checkpoints and evaluates to NaN scores. The check sits at the optimizer wrapper, before
 backward: `update_params(loss)` of every optimizer wrapper the runner holds is guarded, so it
-covers PeCo / PeCo_MAE pretraining, classification, UperNet and Mask R-CNN without code in
-any model. The model's `parse_losses` is wrapped only to remember the loss terms, so that the
-message can name the one that went bad.
+covers tokenizer training, PeCo / PeCo_MAE pretraining, classification, UperNet and Mask
+R-CNN without code in any model (no model has a check of its own, so `max_skips` holds
+everywhere). The model's `parse_losses` is wrapped only to remember the loss terms, so that
+the message can name the one that went bad.
+
+Before the first step it also refuses a model whose weights are already NaN/inf, naming the
+tensors and the files they were loaded from (`load_from`, `init_cfg` checkpoints).
 """
 from __future__ import annotations
 
@@ -48,6 +52,7 @@ class NonFiniteLossHook(Hook):
         self.terms: dict = {}
 
     def before_train(self, runner) -> None:
+        check_loaded_weights(runner)
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
         if not getattr(model.parse_losses, 'remembers_terms', False):
             model.parse_losses = self.remember_terms(model.parse_losses)
@@ -95,6 +100,41 @@ class NonFiniteLossHook(Hook):
             where += f' (epoch {runner.epoch + 1})'
         return (f'Non-finite loss at {where} in {", ".join(bad)} ({shown}). {ADVICE} To skip '
                 'such steps instead of stopping: nonfinite_loss = dict(max_skips=N).')
+
+
+def check_loaded_weights(runner) -> None:
+    """Raise FloatingPointError naming the tensors when the model holds NaN/inf before the
+    first step: weights loaded that way (`load_from`, an `init_cfg` checkpoint) would only
+    train to NaN, or silently not train the layers they poison."""
+    from .checkpoint import nonfinite_tensors
+    bad = nonfinite_tensors(runner.model)
+    if not bad:
+        return
+    sources = weight_sources(runner.cfg)
+    shown = ', '.join(bad[:5]) + (' ...' if len(bad) > 5 else '')
+    raise FloatingPointError(
+        f'the model holds NaN/inf before training starts: {len(bad)} tensors ({shown}). '
+        + (f'They were loaded from {", ".join(sources)}; ' if sources else '')
+        + 'use a checkpoint with finite weights (check it with torch.isfinite).')
+
+
+def weight_sources(cfg) -> list[str]:
+    """'load_from=PATH' and 'KEY.checkpoint=PATH' for every weights file a config loads."""
+    out = [f'load_from={cfg.load_from}'] if cfg.get('load_from') else []
+
+    def walk(node, key):
+        if isinstance(node, dict):
+            if node.get('type') == 'Pretrained' and node.get('checkpoint'):
+                out.append(f"{key}.checkpoint={node['checkpoint']}")
+            if key.endswith('target_generator') and node.get('checkpoint'):
+                out.append(f"{key}.checkpoint={node['checkpoint']}")
+            for k, v in node.items():
+                walk(v, f'{key}.{k}')
+        elif isinstance(node, (list, tuple)):
+            for i, v in enumerate(node):
+                walk(v, f'{key}.{i}')
+    walk(cfg.get('model'), 'model')
+    return out
 
 
 def all_finite(loss: torch.Tensor) -> bool:

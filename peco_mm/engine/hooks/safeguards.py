@@ -108,3 +108,28 @@ def guard_train_data(runner) -> None:
         return
     loader['dataset'] = ConfigDict(type='BadSampleGuard', dataset=dataset,
                                    **(runner.cfg.get('bad_samples') or {}))
+
+
+def check_train_batches(runner) -> None:
+    """Raise ValueError naming the dataset size and the batch when the training loader gives
+    no batch at all (a dataset smaller than one batch with `drop_last=True`, or an empty one):
+    mmengine's iteration loop would end in a bare `StopIteration`, an epoch loop would train
+    nothing."""
+    loader = runner.train_dataloader  # built here (the runner would build it in train())
+    try:
+        if len(loader):
+            return
+        n = len(loader.dataset)
+    except TypeError:  # an iterable dataset / sampler without a length
+        return
+    if n == 0:
+        raise ValueError('train_dataloader gives no batch: the dataset is empty; check its '
+                         'data_root, ann_file and data_prefix')
+    batch = loader.batch_size or getattr(loader.batch_sampler, 'batch_size', None)
+    per_rank = (f' ({n} samples over {runner.world_size} processes)' if runner.world_size > 1
+                else '')
+    raise ValueError(
+        f'train_dataloader gives no batch: the dataset has {n} samples and batch_size={batch} '
+        f'with drop_last=True{per_rank}. Lower train_dataloader.batch_size (at most '
+        f'{max(n // max(runner.world_size, 1), 1)}), set train_dataloader.drop_last=False, or '
+        'check the dataset (data_root, ann_file).')
