@@ -28,7 +28,9 @@ class CheckSegLabels(BaseTransform):
 
     Args:
         num_classes: number of classes the head predicts; None (the shipped configs): the
-            launcher sets it to `model.decode_head.num_classes`.
+            launcher sets it to `model.decode_head.num_classes`. Left None (a pipeline built
+            by another tool, e.g. mmseg's own train script), only the range check is skipped:
+            the map's shape and negative values are still checked.
         ignore_index: the label the loss ignores (mmseg: 255).
     """
 
@@ -44,26 +46,25 @@ class CheckSegLabels(BaseTransform):
         if seg is None:
             raise KeyError('CheckSegLabels needs `gt_seg_map`: put it after LoadAnnotations '
                            f'(got keys {sorted(results)})')
-        if self.num_classes is None:
-            raise ValueError('CheckSegLabels: num_classes is not set. tools/train.py sets it to '
-                             'model.decode_head.num_classes; when building the pipeline '
-                             'yourself, call peco_mm.datasets.seg_checks.set_label_check_classes'
-                             '(cfg) or give num_classes')
         seg = np.asarray(seg)  # (H, W) int
         img_shape = results.get('ori_shape') or np.shape(results.get('img'))[:2]
         problem = label_map_problem(seg.shape, img_shape)
         if problem:
             raise ValueError(f"{results.get('seg_map_path', '<unknown label file>')}: "
                              f"{problem} (image {results.get('img_path', '?')})")
-        bad = (seg < 0) | ((seg >= self.num_classes) & (seg != self.ignore_index))
+        bad = seg < 0
+        if self.num_classes is not None:
+            bad |= (seg >= self.num_classes) & (seg != self.ignore_index)
         if bad.any():
             values = np.unique(seg[bad])
             shown = ', '.join(str(v) for v in values[:10]) + (' ...' if len(values) > 10 else '')
             zero = results.get('reduce_zero_label')
+            n = self.num_classes
+            allowed = f'0..{n - 1}' if n else 'values >= 0'
             raise ValueError(
                 f"{results.get('seg_map_path', '<unknown label file>')}: label values "
-                f'[{shown}] are outside the {self.num_classes} classes (allowed: '
-                f'0..{self.num_classes - 1} and ignore_index={self.ignore_index}'
+                f'[{shown}] are outside the {n or "model"} classes (allowed: {allowed} '
+                f'and ignore_index={self.ignore_index}'
                 + (', after reduce_zero_label maps 0 -> ignore and k -> k-1' if zero else '')
                 + '). Expected a single-channel PNG of class indices (ADE20K: 0 = other, '
                 '1..150 = classes).')

@@ -113,7 +113,9 @@ def checkpoint_problems(cfg, mode: str = 'train', resume=None,
                         what = BACKBONE_HINT
                     out.append(_checkpoint_problem(f'{key}.checkpoint', ckpt, what, fix))
                 return
-            if _is_local(ckpt) and not osp.isfile(ckpt):
+            # a resumed run reads the frozen tokenizer from the checkpoint it resumes
+            skip = resuming and key.endswith('target_generator')
+            if _is_local(ckpt) and not osp.isfile(ckpt) and not skip:
                 if key.endswith('target_generator'):
                     what = TOKENIZER_HINT
                 elif key.endswith(('perceptual_cfg', 'perceptual')):

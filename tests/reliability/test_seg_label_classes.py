@@ -33,5 +33,8 @@ def test_label_check_classes_filled_in_or_refused():
     with pytest.raises(ValueError, match=r'train_dataloader.dataset.pipeline.1.num_classes=150 '
                        r'but model.decode_head.num_classes=7'):
         set_label_check_classes(cfg)
-    with pytest.raises(ValueError, match='num_classes is not set'):
-        CheckSegLabels()(dict(gt_seg_map=[[0]], ori_shape=(1, 1)))
+    # left unset (a pipeline another tool builds): the range is not checked, negatives are
+    unset = CheckSegLabels()
+    assert unset(dict(gt_seg_map=[[0, 200]], ori_shape=(1, 2))) is not None
+    with pytest.raises(ValueError, match=r'label values \[-1\]'):
+        unset(dict(gt_seg_map=[[0, -1]], ori_shape=(1, 2)))
