@@ -98,8 +98,10 @@ def test_pairs_cover_the_downstream_configs():
     one cannot slip past the check below."""
     downstream = {_name(d) for _, d in PAIRS}
     for kind in ('finetune_', 'linear_', 'upernet_', 'fpn_', 'mask_rcnn_', 'cascade_'):
+        # the codeword probe (Table 4) reads a tokenizer, not a pretrained ViT
         shipped = {_name(p) for p in CONFIGS
-                   if p.stem.startswith(kind) and p.parent.name == 'peco'}
+                   if p.stem.startswith(kind) and p.parent.name == 'peco'
+                   and load(p).model.backbone.type != 'CodewordPoolBackbone'}
         assert shipped and shipped <= downstream, shipped - downstream
 
 

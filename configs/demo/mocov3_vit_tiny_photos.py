@@ -6,6 +6,7 @@
 # instead of 300 epochs, lr for batch 32.
 _base_ = 'mmpretrain::mocov3/mocov3_vit-small-p16_16xb256-amp-coslr-300e_in1k.py'
 custom_imports = dict(imports=['peco_mm'], allow_failed_imports=False)
+env_cfg = dict(dist_cfg=dict(timeout=600))  # a stalled rank ends the job after 10 min, not 30
 
 data_root = 'work_dirs/demo/data/imagenet'  # <root>/train/<photo>/*.png (tools/make_demo_data.py)
 img_size = 64

@@ -11,6 +11,7 @@ tokenizer's input range ([-1, 1]) and D = 256 features.
 """
 _base_ = 'mmpretrain::mae/benchmarks/vit-base-p16_8xb2048-linear-coslr-90e_in1k.py'
 custom_imports = dict(imports=['peco_mm'], allow_failed_imports=False)
+env_cfg = dict(dist_cfg=dict(timeout=600))  # a stalled rank ends the job after 10 min, not 30
 
 data_root = 'data/imagenet'
 embed_dims = 256  # the codebook's D (configs/_base_/tokenizer/vqvae_cnn16.py)

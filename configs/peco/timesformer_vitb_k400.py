@@ -14,6 +14,7 @@ _base_ = [
     '../_base_/models/peco_vit_b.py',
 ]
 custom_imports = dict(imports=['peco_mm'], allow_failed_imports=False)
+env_cfg = dict(dist_cfg=dict(timeout=600))  # a stalled rank ends the job after 10 min, not 30
 
 model = dict(
     # the pretraining's normalisation (ImageNet mean / std), not the host's 127.5 / 127.5

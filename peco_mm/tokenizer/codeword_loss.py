@@ -41,9 +41,11 @@ class CodewordClassificationLoss(nn.Module):
         super().__init__()
         if num_classes < 2:
             raise ValueError(f'codeword classification: num_classes={num_classes} must be >= 2')
+        from mmengine.registry import DefaultScope
         from mmpretrain.registry import MODELS
-        self.head = MODELS.build(dict(type='LinearClsHead', num_classes=num_classes,
-                                      in_channels=embed_dims))
+        with DefaultScope.overwrite_default_scope('mmpretrain'):  # whatever scope is current
+            self.head = MODELS.build(dict(type='LinearClsHead', num_classes=num_classes,
+                                          in_channels=embed_dims))
         self.head.init_weights()
 
     def forward(self, zq: torch.Tensor, img: torch.Tensor, data_samples: list | None,
@@ -82,9 +84,12 @@ class CodewordContrastiveLoss(nn.Module):
             raise ValueError(f'codeword contrastive: temperature={temperature} must be > 0 and '
                              f'momentum={momentum} in (0, 1)')
         from mmengine.model import ExponentialMovingAverage
+        from mmengine.registry import DefaultScope
         from mmpretrain.models import ContrastiveHead, MoCoV2Neck
         self.neck = MoCoV2Neck(embed_dims, hid_dims, proj_dims)
-        self.head = ContrastiveHead(loss=dict(type='CrossEntropyLoss'), temperature=temperature)
+        with DefaultScope.overwrite_default_scope('mmpretrain'):  # its loss from mmpretrain's
+            self.head = ContrastiveHead(loss=dict(type='CrossEntropyLoss'),
+                                        temperature=temperature)
         # (momentum encoder, momentum neck); copied from the online ones at the first update
         self.momentum_encoder = ExponentialMovingAverage(nn.Sequential(encoder, self.neck),
                                                          momentum)

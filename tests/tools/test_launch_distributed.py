@@ -10,7 +10,7 @@ import time
 import pytest
 import torch
 
-from tests.conftest import ROOT, run_tool
+from tests.conftest import ROOT, run_log, run_tool
 from tests.tools.conftest import (TINY_CLS, TINY_PECO, free_port, process_tree, signal_tree,
                                   write)
 
@@ -47,7 +47,9 @@ def test_fsdp_on_two_cpu_processes_matches_ddp(peco_cfg, tmp_path):
         runs[name] = (out.stdout + out.stderr, torch.load(wd / 'iter_3.pth', map_location='cpu'))
     log = runs['fsdp'][0]
     assert 'FSDP.state_dict_type()' in log  # torch's FSDP wrapper was built
-    assert "type='FSDPStrategy'" in log and 'Distributed training: True' in log
+    # the config dump and the environment block are in the run's log file, not the console
+    file_log = run_log(tmp_path / 'fsdp')
+    assert "type='FSDPStrategy'" in file_log and 'Distributed training: True' in file_log
     # the demo config clips gradients by norm (3.0): the launcher says once that mmengine
     # clips each shard by its own norm under FSDP
     assert log.count('optim_wrapper.clip_grad with FSDPStrategy') == 1
