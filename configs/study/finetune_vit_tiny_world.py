@@ -1,5 +1,5 @@
 # The study's few-label classification (tools/study.py; Table 2's fine-tuning at toy scale):
-# configs/peco/finetune_vitb_in1k.py's recipe (PeCoViT, layer decay 0.65, AdamW, warm-up +
+# the recipe of configs/peco/finetune_vitb_in1k.py (PeCoViT, layer decay 0.65, AdamW, warm-up +
 # cosine) on a width-64, 4-block ViT at 32 px, 4 px patches, from a study pretraining
 # checkpoint, on 10 labelled images per class (cls/train), tested on cls/val.
 # From scratch: --cfg-options model.backbone.init_cfg=None

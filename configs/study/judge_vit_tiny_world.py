@@ -1,7 +1,7 @@
 # The study's judge (tools/study.py): a supervised classifier trained on clean shape-world
 # images (judge/train, 100 per class) and tested on cls/val; it scores the tokenizers'
 # reconstructions (Table 4's "classifier on reconstructions", where the paper uses DeiT-T).
-# configs/peco/finetune_vitb_in1k.py's recipe on a width-64, 4-block ViT at 32 px with 4 px
+# the recipe of configs/peco/finetune_vitb_in1k.py on a width-64, 4-block ViT at 32 px with 4 px
 # patches, from scratch. Deviations: iterations, no Mixup / CutMix.
 _base_ = './finetune_vit_tiny_world.py'
 
