@@ -65,3 +65,13 @@ def majority_code_rate(tokenizer, files: Sequence[str]) -> float:
     most frequent code."""
     codes = tokenizer.encode(load_images(files))  # (N, h, w)
     return float(torch.bincount(codes.flatten()).max() / codes.numel())
+
+
+@torch.no_grad()
+def knn_accuracy(features: torch.Tensor, labels: torch.Tensor) -> float:
+    """Leave-one-out 1-nearest-neighbour accuracy (%) of (N, C) features under cosine
+    similarity: does each image's closest other image share its label?"""
+    f = torch.nn.functional.normalize(features.float(), dim=1)
+    sim = f @ f.T  # (N, N)
+    sim.fill_diagonal_(-float('inf'))
+    return float((labels[sim.argmax(1)] == labels).float().mean() * 100)

@@ -1,0 +1,54 @@
+# The study's few-label classification (tools/study.py; Table 2's fine-tuning at toy scale):
+# the recipe of configs/peco/finetune_vitb_in1k.py (PeCoViT, layer decay 0.65, AdamW, warm-up +
+# cosine) on a width-64, 4-block ViT at 32 px, 4 px patches, from a study pretraining
+# checkpoint, on 10 labelled images per class (cls/train), tested on cls/val.
+# From scratch: --cfg-options model.backbone.init_cfg=None
+# Deviations: iterations, no Mixup / CutMix / RandAugment on 100 images, lr 2e-3.
+_base_ = '../peco/finetune_vitb_in1k.py'
+
+data_root = 'work_dirs/study/world'
+pretrained = 'work_dirs/study/pretrain_peco/iter_600.pth'
+num_classes = 10
+max_iters = 200
+
+model = dict(
+    backbone=dict(arch=dict(_delete_=True, embed_dims=64, num_layers=4, num_heads=4),
+                  img_size=32, patch_size=4, drop_path_rate=0.0,
+                  init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
+    head=dict(num_classes=num_classes, in_channels=64),
+    train_cfg=dict(_delete_=True))
+data_preprocessor = dict(num_classes=num_classes)
+
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='RandomResizedCrop', scale=32, crop_ratio_range=(0.6, 1.0), backend='pillow'),
+    dict(type='RandomFlip', prob=0.5, direction='horizontal'),
+    dict(type='PackInputs'),
+]
+test_pipeline = [dict(type='LoadImageFromFile'), dict(type='PackInputs')]
+train_dataloader = dict(
+    batch_size=32, num_workers=0, persistent_workers=False,
+    dataset=dict(_delete_=True, type='CustomDataset', data_root=data_root + '/cls',
+                 data_prefix='train', pipeline=train_pipeline))
+val_dataloader = dict(
+    batch_size=100, num_workers=0, persistent_workers=False,
+    dataset=dict(_delete_=True, type='CustomDataset', data_root=data_root + '/cls',
+                 data_prefix='val', pipeline=test_pipeline))
+test_dataloader = val_dataloader
+val_evaluator = dict(type='Accuracy', topk=(1, ))
+test_evaluator = val_evaluator
+
+optim_wrapper = dict(optimizer=dict(lr=2e-3))
+param_scheduler = [
+    dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=max_iters // 10),
+    dict(type='CosineAnnealingLR', by_epoch=False, begin=max_iters // 10, end=max_iters),
+]
+train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=max_iters,
+                 val_interval=max_iters)
+auto_scale_lr = dict(enable=False)
+default_hooks = dict(
+    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=max_iters,
+                    max_keep_ckpts=1),
+    logger=dict(type='LoggerHook', interval=20))
+log_processor = dict(by_epoch=False)
+randomness = dict(seed=0)

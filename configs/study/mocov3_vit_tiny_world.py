@@ -1,0 +1,32 @@
+# The study's perceptual network (tools/study.py): the demo's MoCo v3 recipe
+# (configs/demo/mocov3_vit_tiny_photos.py: mmpretrain's mocov3_vit-small-p16 at toy scale) on
+# the unlabeled images of the shape world (peco_mm/utils/shape_world.py): a width-64, 4-block
+# ViT at 32 px with 4 px patches (8x8 tokens). tools/convert_checkpoint.py turns the backbone
+# into PeCoViT weights. Trained twice with different seeds: one network is the tokenizers'
+# perceptual loss, the other only measures (the perceptual distance of Table 4).
+# Deviations (toy scale, CPU): fp32, iterations instead of 300 epochs, crops 0.35-1 of the
+# image (smaller crops cut the object away at 32 px).
+_base_ = '../demo/mocov3_vit_tiny_photos.py'
+
+data_root = 'work_dirs/study/world/pretrain'  # <root>/train/unlabeled/*.png
+img_size = 32
+max_iters = 300  # x 64 images x 2 views
+
+model = dict(backbone=dict(img_size=img_size, patch_size=4))
+views = [[dict(t, scale=img_size, crop_ratio_range=(0.35, 1.0))
+          if t['type'] == 'RandomResizedCrop' else t for t in view]
+         for view in (_base_.view_pipeline1, _base_.view_pipeline2)]
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='MultiView', num_views=[1, 1], transforms=views),
+    dict(type='PackInputs'),
+]
+train_dataloader = dict(batch_size=64, dataset=dict(data_root=data_root,
+                                                    pipeline=train_pipeline))
+param_scheduler = [
+    dict(type='LinearLR', start_factor=1e-2, by_epoch=False, begin=0, end=max_iters // 10),
+    dict(type='CosineAnnealingLR', by_epoch=False, begin=max_iters // 10, end=max_iters),
+]
+train_cfg = dict(max_iters=max_iters)
+default_hooks = dict(logger=dict(interval=20),
+                     checkpoint=dict(interval=max_iters))

@@ -1,0 +1,40 @@
+# The study's PeCo pretraining (tools/study.py; Table 2 at toy scale): configs/peco/
+# pretrain_vitb_in1k_300e.py (BEiT-style ViT, block-wise masking, predict the frozen
+# tokenizer's codes) on the shape world's unlabeled images: width 64, 4 blocks, 32 px, 4 px
+# patches -> 8x8 = 64 patches of which 24 are masked (the paper's 75 / 196 = 38 %), targets
+# from the lambda = 1 tokenizer of the same seed.
+# Deviations: lr 1.5e-3 kept for batch 64, no drop path, iterations instead of 300 epochs.
+_base_ = '../peco/pretrain_vitb_in1k_300e.py'
+
+data_root = 'work_dirs/study/world/pretrain'
+tokenizer_checkpoint = 'work_dirs/study/tokenizer_lambda1/iter_400.pth'
+img_size = 32
+max_iters = 600  # x 64 images
+
+model = dict(
+    backbone=dict(arch=dict(_delete_=True, embed_dims=64, num_layers=4, num_heads=4),
+                  img_size=img_size, patch_size=4, drop_path_rate=0.0),
+    target_generator=dict(checkpoint=tokenizer_checkpoint))
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='RandomFlip', prob=0.5, direction='horizontal'),
+    dict(type='RandomResizedCropAndInterpolationWithTwoPic', size=img_size,
+         interpolation='bicubic', second_interpolation='bicubic', scale=(0.5, 1.0)),
+    dict(type='BlockwiseMaskGenerator', input_size=img_size // 4, num_masking_patches=24,
+         min_num_patches=4, min_aspect=0.3),
+    dict(type='PackInputs'),
+]
+train_dataloader = dict(
+    batch_size=64, num_workers=0, persistent_workers=False, pin_memory=False,
+    dataset=dict(_delete_=True, type='CustomDataset', data_root=data_root, data_prefix='train',
+                 with_label=False, pipeline=train_pipeline))
+param_scheduler = [
+    dict(type='LinearLR', start_factor=1e-2, by_epoch=False, begin=0, end=max_iters // 10),
+    dict(type='CosineAnnealingLR', eta_min=1e-5, by_epoch=False, begin=max_iters // 10,
+         end=max_iters),
+]
+train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=max_iters)
+default_hooks = dict(logger=dict(interval=20),
+                     checkpoint=dict(by_epoch=False, interval=max_iters, max_keep_ckpts=1))
+log_processor = dict(by_epoch=False)
+randomness = dict(seed=0, diff_rank_seed=True)

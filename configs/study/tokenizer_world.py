@@ -1,0 +1,52 @@
+# The study's tokenizer (tools/study.py): the PeCo recipe (configs/peco/tokenizer_vqvae_in1k.py:
+# EMA VQ-VAE, pixel + lambda = 1 perceptual loss, Adam (0.5, 0.95)) at toy scale on the shape
+# world: 32 px, 4x down (two downsamples) -> 8x8 codes = the toy ViT's 8x8 patch grid, 16 base
+# channels, 1 res block, K = 128, D = 32. Perceptual loss: blocks 1-4 of the toy MoCo v3 ViT
+# (standing in for blocks 3/6/9/12 of 12). Tested on the labelled cls/val split: PSNR, SSIM,
+# codeword probe, the clean-image classifier on the reconstructions, and the perceptual
+# distance with the OTHER MoCo v3 network (trained with another seed), never the loss's own.
+# Deviations: lr 1e-3 and iterations instead of 5e-5 / 100 epochs.
+_base_ = '../peco/tokenizer_vqvae_in1k.py'
+
+root = 'work_dirs/study'
+data_root = root + '/world'
+perceptual_checkpoint = root + '/mocov3/mocov3_vit_tiny_pecovit.pth'
+measure_checkpoint = root + '/mocov3_measure/mocov3_vit_tiny_pecovit.pth'
+img_size = 32
+num_embeddings = 128
+max_iters = 400  # x 32 images
+
+model = dict(
+    base_channels=16, channel_mult=(1, 2, 4), num_res_blocks=1,
+    num_embeddings=num_embeddings, embed_dims=32, decay=0.9,
+    perceptual_cfg=dict(checkpoint=perceptual_checkpoint, layers=(1, 2, 3, 4),
+                        vit_cfg=dict(num_heads=4)))
+train_pipeline = [
+    dict(type='LoadImageFromFile'),
+    dict(type='RandomFlip', prob=0.5, direction='horizontal'),
+    dict(type='PackInputs'),
+]
+test_pipeline = [dict(type='LoadImageFromFile'), dict(type='PackInputs')]
+train_dataloader = dict(
+    batch_size=32, num_workers=0, persistent_workers=False,
+    dataset=dict(_delete_=True, type='CustomDataset', data_root=data_root + '/pretrain',
+                 data_prefix='train', with_label=False, pipeline=train_pipeline))
+test_dataloader = dict(
+    batch_size=50, num_workers=0, persistent_workers=False,
+    dataset=dict(_delete_=True, type='CustomDataset', data_root=data_root + '/cls',
+                 data_prefix='val', pipeline=test_pipeline))
+test_evaluator = dict(
+    num_embeddings=num_embeddings, probe_epochs=200,
+    perceptual=dict(checkpoint=measure_checkpoint, layers=(1, 2, 3, 4),
+                    vit_cfg=dict(num_heads=4)),
+    classifier=dict(config=root + '/judge/judge_vit_tiny_world.py',
+                    checkpoint=root + '/judge/iter_600.pth'))
+optim_wrapper = dict(optimizer=dict(lr=1e-3))
+param_scheduler = [dict(type='LinearLR', start_factor=0.05, by_epoch=False, begin=0,
+                        end=max_iters // 10)]
+train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=max_iters)
+default_hooks = dict(logger=dict(interval=20),
+                     checkpoint=dict(by_epoch=False, interval=max_iters, max_keep_ckpts=1))
+custom_hooks = [dict(type='CodebookHealthHook', interval=20, usage_threshold=0.05)]
+log_processor = dict(by_epoch=False)
+randomness = dict(seed=0)

@@ -1,0 +1,75 @@
+"""The study's pieces that must hold whatever the numbers: the shape world is deterministic
+and in the host layouts, and the report's conclusions are written from, and checked against,
+its tables."""
+import numpy as np
+from PIL import Image
+
+from peco_mm.utils.study_report import (check_report, comparison, markdown_table, parse_cell,
+                                        cell, verdict)
+
+
+def test_verdict_names_every_consistent_sign_for_or_against():
+    assert verdict([1.0, 2.0, 0.5], 1) == ('higher in 3 of 3 seeds (mean +1.2): consistent, '
+                                           'as the paper expects')
+    assert verdict([-1.0, -2.0, -0.5], 1).endswith('consistent, against the paper')
+    assert verdict([-1.0, -2.0, -0.5], -1).endswith('consistent, as the paper expects')
+    assert verdict([0.1, 0.2], 0).endswith('consistent')
+    mixed = verdict([1.0, -1.0, 0.0], 1)
+    assert mixed.startswith('higher in 1, lower in 1, equal in 1 of 3') and 'undecided' in mixed
+
+
+def test_cells_round_trip_and_comparisons_use_the_shown_values():
+    assert cell([1.04, 2.0, 3.0]) == '2.0 ± 1.0 (1.0, 2.0, 3.0)'
+    assert parse_cell(cell([1.04, 2.0, 3.0])) == [1.0, 2.0, 3.0]
+    assert parse_cell('—') == [] and parse_cell('7.5') == [7.5]
+    # 1.04 - 1.0 shows as 0.0: the conclusion calls it equal, as a reader of the table would
+    line = comparison('T', 'c', 'a', 'b', [1.04, 3.0], [1.0, 2.0], 1)
+    assert 'per seed +0.0, +1.0: a higher in 1, lower in 0, equal in 1 of 2' in line
+
+
+def report(a, b, expect=1):
+    table = markdown_table('T4', ['probe (%)'], {'PeCo': [cell(a)], 'pixel': [cell(b)]})
+    return table + '\n\n' + comparison('T4', 'probe (%)', 'PeCo', 'pixel', a, b, expect) + '\n'
+
+
+def test_check_report_accepts_its_own_report_and_catches_contradictions():
+    good = report([30.0, 35.0, 32.0], [10.0, 12.0, 11.0])
+    assert check_report(good) == []
+    # a sentence that claims the opposite sign, a wrong seed count, a changed table cell
+    assert check_report(good.replace('higher in 3 of 3', 'lower in 3 of 3'))
+    assert check_report(good.replace('as the paper expects', 'against the paper'))
+    assert check_report(good.replace('(30.0, 35.0, 32.0)', '(30.0, 5.0, 32.0)'))
+    assert check_report(good.replace('|pixel|', '|scratch|'))  # a row the tables lack
+    against = report([10.0, 12.0, 11.0], [30.0, 35.0, 32.0])
+    assert check_report(against) == [] and 'against the paper' in against
+
+
+def test_shape_world_is_deterministic_and_in_host_layouts(tmp_path):
+    from peco_mm.utils.shape_world import CLASSES, make_world
+    kw = dict(n_pretrain=12, per_class=1, val_per_class=2, judge_per_class=1)
+    a = make_world(tmp_path / 'a', **kw)
+    make_world(tmp_path / 'b', **kw)
+    fa = sorted(p.relative_to(tmp_path / 'a') for p in (tmp_path / 'a').rglob('*.png'))
+    fb = sorted(p.relative_to(tmp_path / 'b') for p in (tmp_path / 'b').rglob('*.png'))
+    assert fa == fb and len(fa) == 12 + 10 + 10 + 20 + 2 * (10 + 20)
+    assert all((tmp_path / 'a' / r).read_bytes() == (tmp_path / 'b' / r).read_bytes()
+               for r in fa)
+    assert sorted(p.name for p in (a['cls'] / 'val').iterdir()) == sorted(CLASSES)
+    # per-pixel masks: background 1, class k at 2 + k, never 0 (reduce_zero_label)
+    ann = sorted((a['ade'] / 'annotations' / 'validation').glob('*.png'))
+    labels = [np.asarray(Image.open(f)) for f in ann]
+    assert all(set(np.unique(m)) == {1, 2 + i // 2} for i, m in enumerate(labels))
+    img = np.asarray(Image.open(sorted((a['ade'] / 'images' / 'validation').glob('*'))[0]))
+    assert img.shape == (32, 32, 3) and img.std() > 10
+
+
+def test_nuisances_vary_while_the_class_is_the_shape():
+    """Two images of one class differ in colour far more than the masks of one shape at one
+    pose differ: the pixels carry the nuisances."""
+    from peco_mm.utils.shape_world import render, shape_alpha
+    rng = np.random.default_rng(0)
+    imgs = [render(rng, 32, 0)[0].astype(float) for _ in range(20)]
+    means = np.stack([im.mean((0, 1)) for im in imgs])
+    assert means.std(0).min() > 15  # colours and lighting vary between images of one class
+    ring = shape_alpha('ring', 32, 16, 16, 12, 0.0)
+    assert ring[16, 16] == 0 and ring[16, 4:7].max() == 1  # a hole in the middle

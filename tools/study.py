@@ -1,0 +1,576 @@
+#!/usr/bin/env python3
+"""The paper's comparisons on the shape world (peco_mm/utils/shape_world.py), seeds and all,
+in one command that resumes where it stopped; `make demo` runs its `demo` profile.
+
+Every run trains a shipped config of configs/study/ through the launcher of tools/train.py
+(the configs' work_dirs/study/ paths moved under --work-dir, the seed set, the profile's
+schedule, and the checkpoint each run reads set to the one its producer wrote):
+
+  0. world       tools/make_world.py's splits (unlabeled, judge, few-label, ADE20K layout)
+  1. networks    MoCo v3 twice (seed 0: the perceptual loss's network; seed 1: the network
+                 that only measures), converted to PeCoViT; a supervised judge on clean images
+  2. tokenizers  the VQ-VAE at every lambda of the profile, per seed; tools/test.py's
+                 TokenizerMetric: PSNR, SSIM, perceptual distance (measuring network),
+                 codeword probe, the judge's accuracy on the reconstructions (Tables 4, 10)
+  3. pretrain    masked image modeling on the lambda = 1 codes (PeCo) and on the lambda = 0
+                 codes (pixel codebook), per seed (Table 2's comparison)
+  4. downstream  few-label classification and UperNet segmentation from PeCo, from the pixel
+                 codebook and from scratch, per seed (Tables 2-3)
+  5. report      <work-dir>/report.md: tables (mean ± std, per-seed values) and conclusions
+                 written from them (peco_mm/utils/study_report.py)
+
+Each finished run leaves <run>/result.json; a rerun skips it (delete the file to redo a run).
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import os.path as osp
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIGS = ROOT / 'configs' / 'study'
+CONFIG_ROOT = 'work_dirs/study'  # where configs/study/* read and write; moved to --work-dir
+# per profile: world sizes, seeds, lambdas, and iterations per stage
+PROFILES = {
+    'full': dict(seeds=3, lambdas=(0.0, 0.3, 1.0, 3.0), n_pretrain=20000, val_per_class=30,
+                 judge_per_class=100,
+                 iters=dict(mocov3=300, judge=600, tokenizer=400, pretrain=600, cls=200,
+                            seg=200)),
+    'demo': dict(seeds=3, lambdas=(0.0, 1.0), n_pretrain=5000, val_per_class=20,
+                 judge_per_class=60,
+                 iters=dict(mocov3=150, judge=300, tokenizer=150, pretrain=200, cls=100,
+                            seg=100)),
+    'quick': dict(seeds=2, lambdas=(0.0, 1.0), n_pretrain=200, val_per_class=4,
+                  judge_per_class=4,
+                  iters=dict(mocov3=2, judge=2, tokenizer=2, pretrain=2, cls=2, seg=2)),
+}
+# relative seconds per iteration of each stage, for the ETA before any run has finished
+COST = dict(mocov3=1.0, judge=0.35, tokenizer=1.0, pretrain=0.8, cls=0.2, seg=0.35)
+INITS = ('peco', 'pixel', 'scratch')
+EPILOG = """examples:
+  tools/study.py                                  # the full study, work_dirs/study
+  tools/study.py --profile demo --work-dir work_dirs/demo    # what `make demo` runs
+  tools/study.py --profile quick --work-dir /tmp/q            # every stage for 2 steps (tests)
+  tools/study.py --seeds 5                        # more seeds; finished runs are kept
+"""
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument('--work-dir', default=CONFIG_ROOT, help=f'everything goes here ({CONFIG_ROOT})')
+    p.add_argument('--profile', default='full', choices=sorted(PROFILES),
+                   help='world size, seeds, lambdas and schedules (full)')
+    p.add_argument('--seeds', type=int, default=None, help="seeds per row (the profile's)")
+    p.add_argument('--title', default='study', help='the report title')
+    p.add_argument('--only-seeds', default=None,
+                   help='comma-separated seeds: train only their runs (and the shared ones '
+                   'no other process is training), write no report; several processes with '
+                   'different seeds share one work dir, then a plain call writes the report')
+    args = p.parse_args(argv)
+    if args.seeds is not None and args.seeds < 1:
+        p.error(f'--seeds must be >= 1, got {args.seeds}')
+    return args
+
+
+def walk_strings(node, fn) -> None:
+    """Replace every string s in a config (or a dict / list in it) by fn(s), in place."""
+    for k, v in list(node.items() if hasattr(node, 'items') else enumerate(node)):
+        if isinstance(v, str):
+            node[k] = fn(v)
+        elif isinstance(v, (dict, list)):
+            walk_strings(v, fn)
+
+
+def set_schedule(cfg, iters: int) -> None:
+    """An iteration-based config cut (or stretched) to `iters`: its iteration-based LR
+    schedule scaled to fit, checkpoint and validation at the end, hooks at most every
+    `iters`."""
+    tc = cfg.train_cfg
+    scale, tc.max_iters = iters / tc.max_iters, iters
+    scheds = cfg.get('param_scheduler') or []
+    for s in scheds if isinstance(scheds, list) else [scheds]:
+        for key in ('begin', 'end'):
+            if key in s and not s.get('by_epoch', True):
+                s[key] = min(iters, max(int(key == 'end'), round(s[key] * scale)))
+    if 'val_interval' in tc:
+        tc.val_interval = iters
+    cfg.default_hooks.checkpoint.interval = iters
+    cfg.default_hooks.logger.interval = max(1, min(cfg.default_hooks.logger.interval,
+                                                   iters // 5))
+    for hook in cfg.get('custom_hooks') or []:
+        if 'interval' in hook:
+            hook.interval = max(1, min(hook.interval, iters // 5))
+
+
+def call_tool(name: str, argv: list):
+    """tools/<name>.py's main(argv), as a user runs it: (its return value, what it printed)."""
+    import importlib.util
+    import io
+    spec = importlib.util.spec_from_file_location(name, ROOT / 'tools' / f'{name}.py')
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    with contextlib.redirect_stdout(io.StringIO()) as log:
+        out = tool.main([str(a) for a in argv])
+    return out, log.getvalue()
+
+
+def fmt_time(s: float) -> str:
+    return f'{int(s // 60)}m{int(s % 60):02d}s'
+
+
+# ---- the plan ----------------------------------------------------------------------------------
+class Study:
+    """The runs of a profile, where they write, and the console's progress and ETA."""
+
+    def __init__(self, work_dir: str, profile: str, seeds: int | None = None) -> None:
+        self.wd = Path(work_dir).resolve()
+        self.profile = profile
+        self.p = PROFILES[profile]
+        self.seeds = list(range(seeds if seeds is not None else self.p['seeds']))
+        self.lambdas = tuple(self.p['lambdas'])
+        self.plan = self.make_plan()
+        self.t0 = time.time()
+        self.done_cost = 0.0  # ETA: cost units of the runs trained in this process
+        self.done_seconds = 0.0
+        self.k = 0
+
+    def make_plan(self) -> list[tuple[str, str, float]]:
+        """[(run folder, description, cost units)] in the order they run."""
+        it = self.p['iters']
+        plan = [('mocov3', 'MoCo v3 (perceptual loss network), seed 0', 'mocov3'),
+                ('mocov3_measure', 'MoCo v3 (measuring network), seed 1', 'mocov3'),
+                ('judge', 'supervised judge on clean images', 'judge')]
+        for s in self.seeds:
+            plan += [(self.tok_dir(lam, s), f'tokenizer lambda={lam:g}, seed {s}', 'tokenizer')
+                     for lam in self.lambdas]
+        for s in self.seeds:
+            plan += [(f'pretrain_{t}_seed{s}', f'{t} MIM pretraining, seed {s}', 'pretrain')
+                     for t in ('peco', 'pixel')]
+        for s in self.seeds:
+            plan += [(f'{task}_{init}_seed{s}', f'{task} from {init}, seed {s}', task)
+                     for task in ('cls', 'seg') for init in INITS]
+        return [(d, desc, it[stage] * COST[stage]) for d, desc, stage in plan]
+
+    def tok_dir(self, lam: float, seed: int) -> str:
+        return f'tokenizer_lambda{lam:g}_seed{seed}'.replace('.', 'p')
+
+    # console ------------------------------------------------------------------------------------
+    def progress(self, run_dir: str, note: str = '') -> None:
+        self.k += 1
+        desc = {d: x for d, x, _ in self.plan}[run_dir]
+        left = sum(c for d, _, c in self.plan[self.k - 1:])
+        rate = (self.done_seconds / self.done_cost) if self.done_cost else None
+        eta = f'ETA {fmt_time(left * rate)}' if rate else 'ETA after the first run'
+        print(f'[{fmt_time(time.time() - self.t0)}] run {self.k} of {len(self.plan)}: {desc}'
+              f'{note} ({eta})', flush=True)
+
+    # configs and runs ---------------------------------------------------------------------------
+    def config(self, name: str, stage: str, seed: int, options: dict | None = None):
+        """configs/study/<name>: work_dirs/study paths under the work dir, the seed, the
+        profile's schedule, `options` (dotted keys) merged last."""
+        from mmengine.config import Config
+        cfg = Config.fromfile(str(CONFIGS / name))
+        root = str(self.wd)
+        walk_strings(cfg, lambda s: root + s[len(CONFIG_ROOT):]
+                     if s == CONFIG_ROOT or s.startswith(CONFIG_ROOT + '/') else s)
+        cfg.randomness = dict(cfg.get('randomness', {}), seed=seed)
+        set_schedule(cfg, self.p['iters'][stage])
+        if options:
+            cfg.merge_from_dict(options)
+        return cfg
+
+    def result_file(self, run_dir: str) -> Path:
+        return self.wd / run_dir / 'result.json'
+
+    def claim(self, run_dir: str) -> bool:
+        """Take <run>/.lock for this process; False when another live process holds it."""
+        lock = self.wd / run_dir / '.lock'
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            try:
+                pid = int(lock.read_text() or 0)
+                os.kill(pid, 0)
+                return pid == os.getpid()
+            except (ValueError, ProcessLookupError):  # a dead process's lock
+                lock.unlink(missing_ok=True)
+                return self.claim(run_dir)
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        return True
+
+    def wait_for(self, run_dir: str) -> dict:
+        """The result of a run another process is training, once it is written."""
+        while not self.result_file(run_dir).is_file():
+            if self.claim(run_dir):  # its process died: ours now
+                return {}
+            time.sleep(5)
+        return json.loads(self.result_file(run_dir).read_text())
+
+    def run(self, run_dir: str, name: str, stage: str, seed: int, options: dict | None = None,
+            evaluate=None, wait: bool = True) -> dict | None:
+        """Train (and evaluate) one run unless its result.json exists; returns the result:
+        the checkpoint, the config file as run, the seconds and `evaluate(result)`'s
+        metrics. The run's console output goes to <run>/console.log."""
+        out = self.result_file(run_dir)
+        if out.is_file():
+            self.progress(run_dir, ': finished earlier, kept')
+            return json.loads(out.read_text())
+        if not self.claim(run_dir):
+            if not wait:
+                return None
+            print(f'{run_dir}: another process trains it; waiting', flush=True)
+            res = self.wait_for(run_dir)
+            if res:
+                self.progress(run_dir, ': trained by another process')
+                return res
+        self.progress(run_dir)
+        from peco_mm.engine.launch import run
+        t = time.time()
+        work = self.wd / run_dir
+        work.mkdir(parents=True, exist_ok=True)
+        cfg = self.config(name, stage, seed, options)
+        cfg.dump(str(work / name))
+        res = dict(config=str(work / name), seed=seed)
+        with quiet(work / 'console.log'):
+            run(str(work / name), work_dir=str(work), mode='train')
+            res['ckpt'] = (work / 'last_checkpoint').read_text().strip()
+            res['metrics'] = evaluate(res) if evaluate else {}
+        res['seconds'] = time.time() - t
+        self.done_seconds += res['seconds']
+        self.done_cost += {d: c for d, _, c in self.plan}[run_dir]
+        out.write_text(json.dumps(res, indent=1))
+        (work / '.lock').unlink(missing_ok=True)
+        return res
+
+    def test(self, res: dict) -> dict:
+        """tools/test.py on a trained run: its test_evaluator's metrics."""
+        from peco_mm.engine.launch import run
+        return run(res['config'], work_dir=str(Path(res['config']).parent), mode='test',
+                   checkpoint=res['ckpt']).metrics
+
+
+@contextlib.contextmanager
+def quiet(log: Path):
+    """Console output of a run (its config, hooks, progress lines, warnings) into `log`; on
+    an error, the log's tail goes to the console before the error goes on. The file stays
+    open: the run's logger keeps writing to it after the run."""
+    import warnings
+    f = open(log, 'a')  # noqa: SIM115 (see the docstring)
+    try:
+        with contextlib.redirect_stdout(f), contextlib.redirect_stderr(f), \
+                warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            yield
+    except BaseException:
+        traceback.print_exc(file=f)
+        f.flush()
+        tail = log.read_text().splitlines()[-30:]
+        print(f'run failed; the end of {log}:\n' + '\n'.join(tail), file=sys.stderr)
+        raise
+    f.flush()
+
+
+# ---- stages -------------------------------------------------------------------------------------
+def stage_world(study: Study) -> dict:
+    from peco_mm.utils.shape_world import make_world
+    done = study.wd / 'world' / 'done.json'
+    p = study.p
+    args = dict(n_pretrain=p['n_pretrain'], val_per_class=p['val_per_class'],
+                judge_per_class=p['judge_per_class'])
+    if done.is_file() and json.loads(done.read_text()) == args:
+        print('world: written earlier, kept', flush=True)
+    else:
+        t = time.time()
+        make_world(study.wd / 'world', **args)
+        done.write_text(json.dumps(args))
+        print(f'world: {p["n_pretrain"]} unlabeled images in {time.time() - t:.0f} s',
+              flush=True)
+    return args
+
+
+def stage_networks(study: Study) -> dict:
+    """Both MoCo v3 networks (converted to PeCoViT where the tokenizer config reads them),
+    checked by 1-NN shape accuracy on cls/val against the same ViT randomly initialised; the
+    judge, with its accuracy on clean cls/val images."""
+    from peco_mm.utils.logs import last_metrics, read_scalars
+    tok = study.config('tokenizer_world.py', 'tokenizer', 0)
+    targets = dict(mocov3=tok.model.perceptual_cfg.checkpoint,
+                   mocov3_measure=tok.test_evaluator.perceptual.checkpoint)
+
+    def convert_and_check(run_dir):
+        def evaluate(res):
+            rc, log = call_tool('convert_checkpoint', [res['ckpt'], targets[run_dir],
+                                                       '--num-heads', 4])
+            if rc != 0:
+                raise RuntimeError(f'tools/convert_checkpoint.py {res["ckpt"]} failed:\n{log}')
+            return shape_knn(study, targets[run_dir])
+        return evaluate
+
+    runs = dict(mocov3=('mocov3_vit_tiny_world.py', 'mocov3', 0, convert_and_check('mocov3')),
+                mocov3_measure=('mocov3_vit_tiny_world.py', 'mocov3', 1,
+                                convert_and_check('mocov3_measure')),
+                judge=('judge_vit_tiny_world.py', 'judge', 0,
+                       lambda r: last_metrics(read_scalars(Path(r['ckpt']).parent))))
+    out = {}
+    for wait in (False, True):  # first the runs no other process holds, then the others
+        for run_dir, (name, stage, seed, evaluate) in runs.items():
+            if out.get(run_dir) is None:
+                out[run_dir] = study.run(run_dir, name, stage, seed, evaluate=evaluate,
+                                         wait=wait)
+    return out
+
+
+def shape_knn(study: Study, pecovit: str) -> dict:
+    """Leave-one-out 1-NN shape accuracy (%) on cls/val of a PeCoViT's mean-pooled features,
+    and of the same ViT randomly initialised (3 inits)."""
+    import torch
+
+    from peco_mm.models.vit import PeCoViT
+    from peco_mm.utils.demo_checks import knn_accuracy
+    from peco_mm.utils.image import IMAGENET_MEAN, IMAGENET_STD, find_images, load_images
+    files = find_images(study.wd / 'world' / 'cls' / 'val')
+    from peco_mm.utils.shape_world import CLASSES
+    labels = torch.tensor([CLASSES.index(Path(f).parent.name) for f in files])
+    x = load_images(files, mean=IMAGENET_MEAN, std=IMAGENET_STD)  # (N, 3, 32, 32), as MoCo v3
+    trained = PeCoViT.from_checkpoint(pecovit, num_heads=4, out_type='avg_featmap').eval()
+    with torch.no_grad():
+        out = dict(trained=knn_accuracy(trained(x)[-1], labels), random=[])
+        for seed in range(3):
+            torch.manual_seed(seed)
+            net = PeCoViT(**torch.load(pecovit)['meta']['pecovit_args'],
+                          out_type='avg_featmap')
+            net.init_weights()
+            out['random'].append(knn_accuracy(net.eval()(x)[-1], labels))
+    return out
+
+
+def stage_tokenizers(study: Study, nets: dict) -> dict:
+    judge = nets['judge']
+    out = {}
+    for seed in study.seeds:
+        for lam in study.lambdas:
+            name = 'tokenizer_world.py' if lam == 1 else \
+                f'tokenizer_world_lambda{lam:g}.py'.replace('.', 'p').replace('ppy', '.py')
+            out[(lam, seed)] = study.run(
+                study.tok_dir(lam, seed), name, 'tokenizer', seed,
+                options={'test_evaluator.classifier.checkpoint': judge['ckpt'],
+                         'test_evaluator.classifier.config': judge['config']},
+                evaluate=study.test)
+    return out
+
+
+def stage_pretrain(study: Study, toks: dict) -> dict:
+    import statistics
+
+    from peco_mm.utils.logs import read_scalars, series
+    out = {}
+
+    def mim_acc(res):
+        acc = series(read_scalars(Path(res['ckpt']).parent), 'mim_acc')[1]
+        return dict(mim_acc=100 * statistics.mean(acc[-3:]))
+    for seed in study.seeds:
+        for target, lam in (('peco', 1.0), ('pixel', 0.0)):
+            out[(target, seed)] = study.run(
+                f'pretrain_{target}_seed{seed}', f'pretrain_{target}_world.py', 'pretrain',
+                seed, options={'model.target_generator.checkpoint': toks[(lam, seed)]['ckpt']},
+                evaluate=mim_acc)
+    return out
+
+
+def stage_downstream(study: Study, pre: dict) -> dict:
+    from peco_mm.utils.logs import last_metrics, read_scalars
+    out = {}
+    for seed in study.seeds:
+        for task, name in (('cls', 'finetune_vit_tiny_world.py'),
+                           ('seg', 'upernet_vit_tiny_world.py')):
+            for init in INITS:
+                opts = ({'model.backbone.init_cfg': None} if init == 'scratch' else
+                        {'model.backbone.init_cfg.checkpoint': pre[(init, seed)]['ckpt']})
+                out[(task, init, seed)] = study.run(
+                    f'{task}_{init}_seed{seed}', name, task, seed, options=opts,
+                    evaluate=lambda r: last_metrics(read_scalars(Path(r['ckpt']).parent)))
+    return out
+
+
+# ---- report -------------------------------------------------------------------------------------
+TOK_COLUMNS = [  # (column, metric key, digits, scale, the paper's direction for lambda > 0)
+    ('PSNR (dB)', 'tokenizer/psnr', 2, 1, 0), ('SSIM', 'tokenizer/ssim', 3, 1, 0),
+    ('perceptual dist. (measuring net)', 'tokenizer/perceptual', 3, 1, -1),
+    ('codeword probe (%)', 'tokenizer/codeword_probe_acc', 1, 1, 1),
+    ('judge on reconstructions (%)', 'tokenizer/recon_cls_acc', 1, 1, 1),
+    ('codebook usage (%)', 'tokenizer/usage', 1, 100, 0)]
+DOWN_COLUMNS = [('MIM accuracy (%)', 'mim_acc', 1, 1),
+                ('few-label top-1 (%)', 'accuracy/top1', 1, 1), ('mIoU (%)', 'mIoU', 1, 1)]
+DOWN_ROWS = dict(peco='PeCo (lambda = 1 codes)', pixel='pixel codebook (lambda = 0 codes)',
+                 scratch='scratch')
+T4, T10, T23 = ('Table 4: tokenizers', 'Table 10: lambda sweep',
+                'Tables 2-3: pretraining and downstream')
+
+
+def lam_row(lam: float) -> str:
+    return f'lambda = {lam:g}' + {0.0: ' (pixel only)', 1.0: ' (PeCo)'}.get(lam, '')
+
+
+def report_tables(study: Study, res: dict) -> tuple[list[str], list[str]]:
+    """(Markdown tables, conclusion lines), both from the runs' metrics."""
+    from peco_mm.utils.study_report import cell, comparison, markdown_table
+    toks, pre, down = res['tokenizers'], res['pretrain'], res['downstream']
+
+    def tok_vals(lam, key, scale):
+        return [None if toks[(lam, s)]['metrics'].get(key) is None else
+                toks[(lam, s)]['metrics'][key] * scale for s in study.seeds]
+
+    tables, conclusions = [], []
+    sweep = len(study.lambdas) > 2
+    for title, lams in ((T4, (0.0, 1.0)), (T10, study.lambdas)):
+        if title == T10 and not sweep:
+            continue
+        rows = {lam_row(lam): [cell(tok_vals(lam, k, sc), d) for _, k, d, sc, _ in TOK_COLUMNS]
+                for lam in lams}
+        tables.append(markdown_table(title, [c[0] for c in TOK_COLUMNS], rows))
+        for lam in lams:
+            if lam == 0.0 or (title == T10 and lam == 1.0):
+                continue
+            for col, key, d, sc, expect in TOK_COLUMNS:
+                a, b = tok_vals(lam, key, sc), tok_vals(0.0, key, sc)
+                if None not in a + b:
+                    conclusions.append(comparison(title, col, lam_row(lam), lam_row(0.0),
+                                                  a, b, expect, d))
+
+    def down_vals(init, key):
+        if key == 'mim_acc':
+            return [pre[(init, s)]['metrics']['mim_acc'] for s in study.seeds] \
+                if init != 'scratch' else []
+        task = 'cls' if key.startswith('accuracy') else 'seg'
+        return [down[(task, init, s)]['metrics'].get(key) for s in study.seeds]
+
+    rows = {DOWN_ROWS[i]: [cell(down_vals(i, k), d) for _, k, d, _ in DOWN_COLUMNS]
+            for i in INITS}
+    tables.append(markdown_table(T23, [c[0] for c in DOWN_COLUMNS], rows))
+    for a, b, expect in (('peco', 'pixel', 1), ('peco', 'scratch', 1), ('pixel', 'scratch', 1)):
+        for col, key, d, _ in DOWN_COLUMNS[1:]:
+            conclusions.append(comparison(T23, col, DOWN_ROWS[a], DOWN_ROWS[b],
+                                          down_vals(a, key), down_vals(b, key), expect, d))
+    return tables, conclusions
+
+
+def chance_levels(study: Study) -> dict:
+    """What a model that learned nothing scores: top-1 of one class, and the mIoU of
+    predicting background everywhere on the validation masks."""
+    import numpy as np
+    from PIL import Image
+
+    from peco_mm.utils.shape_world import CLASSES
+    ann = study.wd / 'world' / 'ade' / 'ADEChallengeData2016' / 'annotations' / 'validation'
+    labels = np.stack([np.asarray(Image.open(f)) for f in sorted(ann.glob('*.png'))])
+    return dict(top1=100 / len(CLASSES),
+                miou=100 * float((labels == 1).mean()) / (len(CLASSES) + 1))
+
+
+def reconstruction_grid(study: Study, res: dict) -> Path:
+    """Originals (top), lambda = 0 (middle) and lambda = 1 (bottom) reconstructions of ten
+    cls/val images, one per class, seed 0."""
+    import torch
+
+    from peco_mm.tokenizer import PeCoTokenizer
+    from peco_mm.utils.image import image_grid, load_images, save_png
+    val = study.wd / 'world' / 'cls' / 'val'
+    files = [sorted(d.glob('*.png'))[0] for d in sorted(val.iterdir())]
+    x = load_images(files)  # (10, 3, 32, 32) in [-1, 1]
+    rows = [x]
+    for lam in (0.0, 1.0):
+        tok = PeCoTokenizer.from_checkpoint(res['tokenizers'][(lam, study.seeds[0])]['ckpt'],
+                                            with_decoder=True)
+        with torch.no_grad():
+            rows.append(tok.decode(tok.encode(x)))
+    return save_png(image_grid(rows), study.wd / 'report_files' / 'reconstructions.png',
+                    scale=3)
+
+
+def write_report(study: Study, res: dict, title: str, seconds: float, load: dict) -> Path:
+    """<work-dir>/report.md: what ran, the stage checks, the tables, the conclusions."""
+    from peco_mm.utils.study_report import cell
+    tables, conclusions = report_tables(study, res)
+    nets, chance, it = res['nets'], chance_levels(study), study.p['iters']
+    knn = {k: nets[k]['metrics'] for k in ('mocov3', 'mocov3_measure')}
+    judge = nets['judge']['metrics'].get('accuracy/top1')
+    lines = [
+        f'# peco_mm {title}: PeCo\'s comparisons on the shape world', '',
+        f'Profile `{study.profile}` of `tools/study.py`: {len(study.plan)} runs, seeds '
+        f'{", ".join(map(str, study.seeds))}, lambdas {", ".join(f"{v:g}" for v in study.lambdas)}'
+        f'. Wall time {seconds / 60:.1f} min on {load["cpus"]} CPU cores (load average '
+        f'{load["start"][0]:.1f} at the start, {load["end"][0]:.1f} at the end; finished runs '
+        'of an earlier call are kept and not counted).', '',
+        f'World: {res["world"]["n_pretrain"]} unlabeled 32 px images, 10 shape classes; '
+        f'few-label splits of 10 images per class, validation {res["world"]["val_per_class"]} '
+        'per class (peco_mm/utils/shape_world.py). Iterations: ' +
+        ', '.join(f'{k} {v}' for k, v in it.items()) + '. Each cell: mean ± standard deviation '
+        'over the seeds, the seeds\' values in brackets. The two MoCo v3 networks and the '
+        'judge are trained once.', '',
+        '## Stage checks', '',
+        f'- MoCo v3, 1-NN shape accuracy on cls/val (mean-pooled features): perceptual-loss '
+        f'network {knn["mocov3"]["trained"]:.1f} %, measuring network '
+        f'{knn["mocov3_measure"]["trained"]:.1f} %, the same ViT randomly initialised '
+        f'{cell(knn["mocov3"]["random"])} %; chance {chance["top1"]:.1f} %.',
+        f'- Judge (supervised on clean images): {judge:.1f} % top-1 on clean cls/val images.'
+        if judge is not None else '- Judge: no accuracy recorded.',
+        f'- Chance levels downstream: few-label top-1 {chance["top1"]:.1f} %, mIoU of '
+        f'predicting background everywhere {chance["miou"]:.1f} %.', '']
+    lines += [t + '\n' for t in tables]
+    lines += ['## Conclusions', '',
+              'Each line compares two rows of a table in one column, seed by seed (row 1 minus '
+              'row 2, as the table shows them), and states the direction the paper expects '
+              '(`paper: no direction` where it makes no claim). A sign that holds in every '
+              'seed is called consistent; any other is undecided at this scale.', '']
+    lines += conclusions
+    grid = reconstruction_grid(study, res)
+    lines += ['', '## Reconstructions', '',
+              'Originals (top), lambda = 0 (middle) and lambda = 1 (bottom), seed '
+              f'{study.seeds[0]}, one validation image per class:', '',
+              f'![reconstructions]({osp.relpath(grid, study.wd)})', '',
+              f'Work directories (configs as run, logs, checkpoints, each run\'s console.log): '
+              f'`{study.wd}`.']
+    report = study.wd / 'report.md'
+    report.write_text('\n'.join(lines) + '\n')
+    return report
+
+
+def main(argv=None) -> Path:
+    args = parse_args(argv)
+    sys.path.insert(0, str(ROOT))
+    import warnings
+    warnings.filterwarnings('ignore')
+    import peco_mm  # noqa: F401
+    study = Study(args.work_dir, args.profile, args.seeds)
+    if args.only_seeds:
+        study.seeds = [int(v) for v in args.only_seeds.split(',')]
+        study.plan = study.make_plan()
+    study.wd.mkdir(parents=True, exist_ok=True)
+    load0 = os.getloadavg()
+    print(f'{args.title}: profile {args.profile}, seeds {study.seeds}, lambdas '
+          f'{study.lambdas}, {len(study.plan)} runs, work dir {study.wd}', flush=True)
+    res = dict(world=stage_world(study))
+    res['nets'] = stage_networks(study)
+    res['tokenizers'] = stage_tokenizers(study, res['nets'])
+    res['pretrain'] = stage_pretrain(study, res['tokenizers'])
+    res['downstream'] = stage_downstream(study, res['pretrain'])
+    if args.only_seeds:
+        print(f'[{fmt_time(time.time() - study.t0)}] seeds {args.only_seeds} done', flush=True)
+        return study.wd
+    load = dict(start=load0, end=os.getloadavg(), cpus=os.cpu_count())
+    report = write_report(study, res, args.title, time.time() - study.t0, load)
+    print(f'[{fmt_time(time.time() - study.t0)}] report: {report}', flush=True)
+    return report
+
+
+if __name__ == '__main__':
+    main()
