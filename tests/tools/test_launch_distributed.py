@@ -126,7 +126,10 @@ def test_a_dead_node_stops_the_other_with_an_error(peco_cfg, tmp_path):
             signal_tree(process_tree(p.pid))
     other = node_log(tmp_path, 1 - victim)
     assert rc not in (0, None) and seconds < 60, (rc, seconds, other[-3000:])
-    assert 'Connection closed by peer' in other  # gloo saw the peer go
+    # gloo saw the peer go, or the rendezvous store (hosted by the dead node) did: the
+    # message depends on which connection notices first
+    assert re.search(r'Connection (closed|reset) by peer|Broken pipe|recvValue|'
+                     r'DistStoreError|TCPStore', other), other[-3000:]
     print(f'node {1 - victim} exited {rc} {seconds:.1f} s after node {victim} was killed')
 
 
