@@ -27,6 +27,9 @@ train_pipeline = [
 ]
 test_pipeline = [dict(type='LoadImageFromFile'), dict(type='PackInputs')]
 train_dataloader = dict(
+    # an endless shuffled stream: mmengine's IterBasedTrainLoop restarts a finite one at
+    # every epoch end with a 2 s pause and a warning
+    sampler=dict(type='InfiniteSampler', shuffle=True),
     batch_size=32, num_workers=0, persistent_workers=False,
     dataset=dict(_delete_=True, type='CustomDataset', data_root=data_root + '/cls',
                  data_prefix='train', pipeline=train_pipeline))

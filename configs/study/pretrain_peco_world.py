@@ -25,6 +25,9 @@ train_pipeline = [
     dict(type='PackInputs'),
 ]
 train_dataloader = dict(
+    # an endless shuffled stream: mmengine's IterBasedTrainLoop restarts a finite one at
+    # every epoch end with a 2 s pause and a warning
+    sampler=dict(type='InfiniteSampler', shuffle=True),
     batch_size=64, num_workers=0, persistent_workers=False, pin_memory=False,
     dataset=dict(_delete_=True, type='CustomDataset', data_root=data_root, data_prefix='train',
                  with_label=False, pipeline=train_pipeline))
