@@ -32,6 +32,8 @@ CONFIGS = ROOT / 'configs' / 'demo'
 TEMPLATE = ROOT / 'tools' / 'demo_report.md'
 CONFIG_ROOT = 'work_dirs/demo'  # where configs/demo/* read and write; moved to --work-dir
 QUICK = dict(iters=4, epochs=1, batch=8)
+# seconds per run of each stage in the full demo (docs/benchmarks.md), for the ETA
+COST = dict(mocov3=93, tokenizer=61, pretrain=74, upernet=12, mask_rcnn=12)
 CHECKPOINT = re.compile(r'(iter|epoch)_\d+\.pth')  # what mmengine's CheckpointHook writes
 # the paper's numbers for ViT-B (Tables 1-4), quoted in the report
 PAPER = dict(in1k=84.5, ade=48.5, box=47.8, mask=42.6, probe_percep=29.7, probe_pixel=10.2)
@@ -68,6 +70,24 @@ class Demo:
         self.t0 = time.time()
         self.seconds: dict[str, float] = {}
         self.last_checkpoint: dict[str, str] = {}  # run folder -> its last checkpoint
+        self.plan = self.make_plan()
+
+    def make_plan(self):
+        """The runs in the order they train (folder, description, cost): the console's
+        'run k of N' lines and overall ETA."""
+        from peco_mm.engine.console import RunPlan
+        runs = [('mocov3', 'MoCo v3 ViT', COST['mocov3'])]
+        for seed in self.seeds:
+            sfx = f'_seed{seed}' if seed else ''
+            runs += [(f'tokenizer{sfx}', f'tokenizer lambda = 1, seed {seed}', COST['tokenizer']),
+                     (f'tokenizer_lambda0{sfx}', f'tokenizer lambda = 0, seed {seed}',
+                      COST['tokenizer'])]
+        runs.append(('pretrain', 'PeCo pretraining', COST['pretrain']))
+        for seed in self.seeds:
+            sfx = f'_seed{seed}' if seed else ''
+            runs += [(f'{task}_{init}{sfx}', f'{task} from {init}, seed {seed}', COST[task])
+                     for task in ('upernet', 'mask_rcnn') for init in ('peco', 'scratch')]
+        return RunPlan(runs)
 
     def announce(self, msg: str) -> None:
         print(f'\n==> [{time.time() - self.t0:6.0f} s] {msg}', flush=True)
@@ -103,23 +123,32 @@ class Demo:
 
     def train(self, name: str, run_dir: str, seed: int = 0, scratch: bool = False) -> dict:
         """Train a demo config as tools/train.py does; returns the run's folder, config file
-        (`self.config(...)` as run), last checkpoint and log records."""
+        (`self.config(...)` as run), last checkpoint and log records. The run's console
+        output goes to <run>/console.log; the console gets 'run k of N' and the ETA."""
+        from peco_mm.engine.console import output_to
         from peco_mm.engine.launch import run
         from peco_mm.utils.logs import read_scalars
         cfg = self.config(name, seed, scratch)
         work = self.wd / run_dir
         work.mkdir(parents=True, exist_ok=True)
         cfg.dump(str(work / name))
-        run(str(work / name), work_dir=str(work), mode='train')
+        self.plan.start(run_dir)
+        t = time.time()
+        with output_to(work / 'console.log'):
+            run(str(work / name), work_dir=str(work), mode='train')
+        self.plan.finish(run_dir, time.time() - t)
         ckpt = (work / 'last_checkpoint').read_text().strip()
         self.last_checkpoint[str(work)] = ckpt
         return dict(work=work, config=work / name, ckpt=ckpt, cfg=cfg, recs=read_scalars(work))
 
     def test(self, r: dict) -> dict:
-        """tools/test.py on a trained run: the metrics of the config's test_evaluator."""
+        """tools/test.py on a trained run: the metrics of the config's test_evaluator (its
+        console output appended to the run's console.log)."""
+        from peco_mm.engine.console import output_to
         from peco_mm.engine.launch import run
-        return run(str(r['config']), work_dir=str(r['work']), mode='test',
-                   checkpoint=r['ckpt']).metrics
+        with output_to(r['work'] / 'console.log'):
+            return run(str(r['config']), work_dir=str(r['work']), mode='test',
+                       checkpoint=r['ckpt']).metrics
 
     def schedule(self, r: dict) -> int:
         tc = r['cfg'].train_cfg

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 
 CONSOLE_ONLY_IN_FILE = ('Config:\n', 'Hooks will be executed in the following order',
                         '"FileClient" will be deprecated', '"HardDiskBackend" is the alias')
@@ -134,3 +135,59 @@ def log_once_per_process(logger: logging.Logger, note: str | None,
     first = note not in _SAID
     _SAID.add(note)
     logger.log(level, note, extra={} if first else {'console': False})
+
+
+# ---- tools that train several runs in one process (tools/demo.py, tools/study.py) ------------
+def fmt_time(seconds: float) -> str:
+    return f'{int(seconds // 60)}m{int(seconds % 60):02d}s'
+
+
+class RunPlan:
+    """The console of a tool that trains several runs in one process: one line per run,
+    '[elapsed] run k of N: what (ETA ...)'. Each run has a relative cost (e.g. iterations x
+    seconds per iteration of its stage); the ETA is the cost left times the seconds per cost
+    unit of the runs trained so far (none yet: 'ETA after the first run')."""
+
+    def __init__(self, runs: list[tuple[str, str, float]]) -> None:
+        self.runs = runs  # [(key, description, cost)] in the order they run
+        self.cost = {key: c for key, _, c in runs}
+        self.desc = {key: d for key, d, _ in runs}
+        self.t0 = time.time()
+        self.k = 0
+        self.done_cost = self.done_seconds = 0.0
+
+    def start(self, key: str, note: str = '') -> None:
+        self.k += 1
+        left = sum(c for _, _, c in self.runs[self.k - 1:])
+        eta = (f'ETA {fmt_time(left * self.done_seconds / self.done_cost)}'
+               if self.done_cost else 'ETA after the first run')
+        print(f'[{fmt_time(time.time() - self.t0)}] run {self.k} of {len(self.runs)}: '
+              f'{self.desc[key]}{note} ({eta})', flush=True)
+
+    def finish(self, key: str, seconds: float) -> None:
+        self.done_seconds += seconds
+        self.done_cost += self.cost[key]
+
+
+@contextlib.contextmanager
+def output_to(log):
+    """A run's console output (its logs, progress lines, warnings) appended to the file `log`;
+    on an error, the file's last 30 lines go to stderr before the error goes on. The file
+    stays open: the run's logger keeps its handler on it after the run."""
+    import sys
+    import traceback
+    import warnings
+    f = open(log, 'a')  # noqa: SIM115 (see the docstring)
+    try:
+        with contextlib.redirect_stdout(f), contextlib.redirect_stderr(f), \
+                warnings.catch_warnings():
+            warnings.simplefilter('ignore')
+            yield
+    except BaseException:
+        traceback.print_exc(file=f)
+        f.flush()
+        with open(log) as r:
+            tail = r.read().splitlines()[-30:]
+        print(f'run failed; the end of {log}:\n' + '\n'.join(tail), file=sys.stderr)
+        raise
+    f.flush()

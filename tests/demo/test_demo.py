@@ -33,6 +33,13 @@ def test_quick_demo_report_has_every_section_image_and_spread(quick_demo):
     assert f'report: {wd / "report.md"}' in log
     for n in range(7):  # visible progress: every stage announced
         assert re.search(rf'==> \[\s*\d+ s\] {n}\. ', log), n
+    # one line per run with an overall ETA (1 MoCo v3, 2 x 2 tokenizers, 1 pretraining,
+    # 2 x 4 dense runs); the runs' own logs go to their console.log, not the console
+    runs = re.findall(r'\] run (\d+) of (\d+): .+ \((ETA [^)]+)\)$', log, re.M)
+    assert [(int(k), int(n)) for k, n, _ in runs] == [(k, 14) for k in range(1, 15)]
+    assert runs[0][2] == 'ETA after the first run' and re.fullmatch(r'ETA \d+m\d\ds', runs[1][2])
+    assert len(log.splitlines()) < 100 and 'Iter(train)' not in log
+    assert 'Iter(train)' in (wd / 'pretrain' / 'console.log').read_text()
     text = (wd / 'report.md').read_text()
     assert '$' not in text  # every template field filled
     assert 'toy-scale run' in text and '84.5' in text and '48.5' in text  # vs the paper

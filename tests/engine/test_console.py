@@ -70,3 +70,33 @@ def test_machine_notes_reach_the_console_once_per_process(tmp_path, capsys, monk
         logs.append((tmp_path / f'{run}.log').read_text())
     assert capsys.readouterr().out.count('No CUDA: training in fp32') == 1
     assert [log.count('No CUDA: training in fp32') for log in logs] == [1, 1]
+
+
+def test_run_plan_prints_run_k_of_n_with_an_eta_from_the_finished_runs(capsys):
+    from peco_mm.engine.console import RunPlan
+    plan = RunPlan([('a', 'first', 10.0), ('b', 'second', 20.0), ('c', 'third', 30.0)])
+    plan.start('a')
+    plan.finish('a', 5.0)  # 0.5 s per cost unit
+    plan.start('b', ': note')
+    plan.finish('b', 20.0)  # now 25 s for 30 units
+    plan.start('c')
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith('run 1 of 3: first (ETA after the first run)')
+    assert lines[1].endswith('run 2 of 3: second: note (ETA 0m25s)')  # 50 units x 0.5 s
+    assert lines[2].endswith('run 3 of 3: third (ETA 0m25s)')  # 30 units x 25 / 30 s
+
+
+def test_output_to_keeps_a_run_off_the_console_and_shows_its_tail_on_error(tmp_path, capsys):
+    import pytest
+
+    from peco_mm.engine.console import output_to
+    log = tmp_path / 'console.log'
+    with output_to(log):
+        print('step 1 of the run')
+    with pytest.raises(ValueError), output_to(log):
+        print('step 2 of the run')
+        raise ValueError('bad input')
+    out = capsys.readouterr()
+    assert 'step 1' not in out.out and 'step 1' not in out.err.split('the end of')[0]
+    assert f'run failed; the end of {log}' in out.err and 'step 2 of the run' in out.err
+    assert 'ValueError: bad input' in log.read_text() and 'step 1' in log.read_text()
