@@ -30,7 +30,6 @@ import os
 import os.path as osp
 import sys
 import time
-import traceback
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,11 +38,11 @@ CONFIG_ROOT = 'work_dirs/study'  # where configs/study/* read and write; moved t
 # per profile: world sizes, seeds, lambdas, and iterations per stage
 PROFILES = {
     'full': dict(seeds=3, lambdas=(0.0, 0.3, 1.0, 3.0), n_pretrain=20000, val_per_class=30,
-                 judge_per_class=100,
+                 judge_per_class=300,
                  iters=dict(mocov3=300, judge=600, tokenizer=400, pretrain=600, cls=200,
                             seg=200)),
     'demo': dict(seeds=3, lambdas=(0.0, 1.0), n_pretrain=5000, val_per_class=20,
-                 judge_per_class=60,
+                 judge_per_class=300,
                  iters=dict(mocov3=150, judge=300, tokenizer=150, pretrain=200, cls=100,
                             seg=100)),
     'quick': dict(seeds=2, lambdas=(0.0, 1.0), n_pretrain=200, val_per_class=4,
@@ -121,10 +120,6 @@ def call_tool(name: str, argv: list):
     return out, log.getvalue()
 
 
-def fmt_time(s: float) -> str:
-    return f'{int(s // 60)}m{int(s % 60):02d}s'
-
-
 # ---- the plan ----------------------------------------------------------------------------------
 class Study:
     """The runs of a profile, where they write, and the console's progress and ETA."""
@@ -137,12 +132,11 @@ class Study:
         self.lambdas = tuple(self.p['lambdas'])
         self.plan = self.make_plan()
         self.t0 = time.time()
-        self.done_cost = 0.0  # ETA: cost units of the runs trained in this process
-        self.done_seconds = 0.0
-        self.k = 0
 
-    def make_plan(self) -> list[tuple[str, str, float]]:
-        """[(run folder, description, cost units)] in the order they run."""
+    def make_plan(self):
+        """The RunPlan (console progress and ETA) of the runs: (run folder, description,
+        cost units) in the order they run."""
+        from peco_mm.engine.console import RunPlan
         it = self.p['iters']
         plan = [('mocov3', 'MoCo v3 (perceptual loss network), seed 0', 'mocov3'),
                 ('mocov3_measure', 'MoCo v3 (measuring network), seed 1', 'mocov3'),
@@ -156,20 +150,13 @@ class Study:
         for s in self.seeds:
             plan += [(f'{task}_{init}_seed{s}', f'{task} from {init}, seed {s}', task)
                      for task in ('cls', 'seg') for init in INITS]
-        return [(d, desc, it[stage] * COST[stage]) for d, desc, stage in plan]
+        return RunPlan([(d, desc, it[stage] * COST[stage]) for d, desc, stage in plan])
 
     def tok_dir(self, lam: float, seed: int) -> str:
         return f'tokenizer_lambda{lam:g}_seed{seed}'.replace('.', 'p')
 
-    # console ------------------------------------------------------------------------------------
     def progress(self, run_dir: str, note: str = '') -> None:
-        self.k += 1
-        desc = {d: x for d, x, _ in self.plan}[run_dir]
-        left = sum(c for d, _, c in self.plan[self.k - 1:])
-        rate = (self.done_seconds / self.done_cost) if self.done_cost else None
-        eta = f'ETA {fmt_time(left * rate)}' if rate else 'ETA after the first run'
-        print(f'[{fmt_time(time.time() - self.t0)}] run {self.k} of {len(self.plan)}: {desc}'
-              f'{note} ({eta})', flush=True)
+        self.plan.start(run_dir, note)
 
     # configs and runs ---------------------------------------------------------------------------
     def config(self, name: str, stage: str, seed: int, options: dict | None = None):
@@ -233,6 +220,7 @@ class Study:
                 self.progress(run_dir, ': trained by another process')
                 return res
         self.progress(run_dir)
+        from peco_mm.engine.console import output_to
         from peco_mm.engine.launch import run
         t = time.time()
         work = self.wd / run_dir
@@ -240,13 +228,12 @@ class Study:
         cfg = self.config(name, stage, seed, options)
         cfg.dump(str(work / name))
         res = dict(config=str(work / name), seed=seed)
-        with quiet(work / 'console.log'):
+        with output_to(work / 'console.log'):
             run(str(work / name), work_dir=str(work), mode='train')
             res['ckpt'] = (work / 'last_checkpoint').read_text().strip()
             res['metrics'] = evaluate(res) if evaluate else {}
         res['seconds'] = time.time() - t
-        self.done_seconds += res['seconds']
-        self.done_cost += {d: c for d, _, c in self.plan}[run_dir]
+        self.plan.finish(run_dir, res['seconds'])
         out.write_text(json.dumps(res, indent=1))
         (work / '.lock').unlink(missing_ok=True)
         return res
@@ -256,27 +243,6 @@ class Study:
         from peco_mm.engine.launch import run
         return run(res['config'], work_dir=str(Path(res['config']).parent), mode='test',
                    checkpoint=res['ckpt']).metrics
-
-
-@contextlib.contextmanager
-def quiet(log: Path):
-    """Console output of a run (its config, hooks, progress lines, warnings) into `log`; on
-    an error, the log's tail goes to the console before the error goes on. The file stays
-    open: the run's logger keeps writing to it after the run."""
-    import warnings
-    f = open(log, 'a')  # noqa: SIM115 (see the docstring)
-    try:
-        with contextlib.redirect_stdout(f), contextlib.redirect_stderr(f), \
-                warnings.catch_warnings():
-            warnings.simplefilter('ignore')
-            yield
-    except BaseException:
-        traceback.print_exc(file=f)
-        f.flush()
-        tail = log.read_text().splitlines()[-30:]
-        print(f'run failed; the end of {log}:\n' + '\n'.join(tail), file=sys.stderr)
-        raise
-    f.flush()
 
 
 # ---- stages -------------------------------------------------------------------------------------
@@ -411,7 +377,7 @@ TOK_COLUMNS = [  # (column, metric key, digits, scale, the paper's direction for
 DOWN_COLUMNS = [('MIM accuracy (%)', 'mim_acc', 1, 1),
                 ('few-label top-1 (%)', 'accuracy/top1', 1, 1), ('mIoU (%)', 'mIoU', 1, 1)]
 DOWN_ROWS = dict(peco='PeCo (lambda = 1 codes)', pixel='pixel codebook (lambda = 0 codes)',
-                 scratch='scratch')
+                 scratch='scratch', chance='chance (a model that learned nothing)')
 T4, T10, T23 = ('Table 4: tokenizers', 'Table 10: lambda sweep',
                 'Tables 2-3: pretraining and downstream')
 
@@ -420,8 +386,9 @@ def lam_row(lam: float) -> str:
     return f'lambda = {lam:g}' + {0.0: ' (pixel only)', 1.0: ' (PeCo)'}.get(lam, '')
 
 
-def report_tables(study: Study, res: dict) -> tuple[list[str], list[str]]:
-    """(Markdown tables, conclusion lines), both from the runs' metrics."""
+def report_tables(study: Study, res: dict, chance: dict) -> tuple[list[str], list[str]]:
+    """(Markdown tables, conclusion lines), both from the runs' metrics; the downstream
+    table has a chance row, and every trained row is compared with it (did it learn?)."""
     from peco_mm.utils.study_report import cell, comparison, markdown_table
     toks, pre, down = res['tokenizers'], res['pretrain'], res['downstream']
 
@@ -447,6 +414,8 @@ def report_tables(study: Study, res: dict) -> tuple[list[str], list[str]]:
                                                   a, b, expect, d))
 
     def down_vals(init, key):
+        if init == 'chance':
+            return [chance[key]] * len(study.seeds)
         if key == 'mim_acc':
             return [pre[(init, s)]['metrics']['mim_acc'] for s in study.seeds] \
                 if init != 'scratch' else []
@@ -454,8 +423,12 @@ def report_tables(study: Study, res: dict) -> tuple[list[str], list[str]]:
         return [down[(task, init, s)]['metrics'].get(key) for s in study.seeds]
 
     rows = {DOWN_ROWS[i]: [cell(down_vals(i, k), d) for _, k, d, _ in DOWN_COLUMNS]
-            for i in INITS}
+            for i in INITS + ('chance', )}
     tables.append(markdown_table(T23, [c[0] for c in DOWN_COLUMNS], rows))
+    for init in INITS:  # did it learn? (MIM accuracy: scratch has none)
+        for col, key, d, _ in DOWN_COLUMNS[init == 'scratch':]:
+            conclusions.append(comparison(T23, col, DOWN_ROWS[init], DOWN_ROWS['chance'],
+                                          down_vals(init, key), down_vals('chance', key), 1, d))
     for a, b, expect in (('peco', 'pixel', 1), ('peco', 'scratch', 1), ('pixel', 'scratch', 1)):
         for col, key, d, _ in DOWN_COLUMNS[1:]:
             conclusions.append(comparison(T23, col, DOWN_ROWS[a], DOWN_ROWS[b],
@@ -464,16 +437,18 @@ def report_tables(study: Study, res: dict) -> tuple[list[str], list[str]]:
 
 
 def chance_levels(study: Study) -> dict:
-    """What a model that learned nothing scores: top-1 of one class, and the mIoU of
-    predicting background everywhere on the validation masks."""
+    """What a model that learned nothing scores, keyed like DOWN_COLUMNS: top-1 of one
+    class, the mIoU of predicting background everywhere on the validation masks, and MIM
+    accuracy of a uniform guess among the codebook's K codes."""
     import numpy as np
     from PIL import Image
 
     from peco_mm.utils.shape_world import CLASSES
     ann = study.wd / 'world' / 'ade' / 'ADEChallengeData2016' / 'annotations' / 'validation'
     labels = np.stack([np.asarray(Image.open(f)) for f in sorted(ann.glob('*.png'))])
-    return dict(top1=100 / len(CLASSES),
-                miou=100 * float((labels == 1).mean()) / (len(CLASSES) + 1))
+    k = study.config('tokenizer_world.py', 'tokenizer', 0).model.num_embeddings
+    return {'accuracy/top1': 100 / len(CLASSES), 'mim_acc': 100 / k,
+            'mIoU': 100 * float((labels == 1).mean()) / (len(CLASSES) + 1)}
 
 
 def reconstruction_grid(study: Study, res: dict) -> Path:
@@ -499,13 +474,14 @@ def reconstruction_grid(study: Study, res: dict) -> Path:
 def write_report(study: Study, res: dict, title: str, seconds: float, load: dict) -> Path:
     """<work-dir>/report.md: what ran, the stage checks, the tables, the conclusions."""
     from peco_mm.utils.study_report import cell
-    tables, conclusions = report_tables(study, res)
-    nets, chance, it = res['nets'], chance_levels(study), study.p['iters']
+    chance = chance_levels(study)
+    tables, conclusions = report_tables(study, res, chance)
+    nets, it = res['nets'], study.p['iters']
     knn = {k: nets[k]['metrics'] for k in ('mocov3', 'mocov3_measure')}
     judge = nets['judge']['metrics'].get('accuracy/top1')
     lines = [
         f'# peco_mm {title}: PeCo\'s comparisons on the shape world', '',
-        f'Profile `{study.profile}` of `tools/study.py`: {len(study.plan)} runs, seeds '
+        f'Profile `{study.profile}` of `tools/study.py`: {len(study.plan.runs)} runs, seeds '
         f'{", ".join(map(str, study.seeds))}, lambdas {", ".join(f"{v:g}" for v in study.lambdas)}'
         f'. Wall time {seconds / 60:.1f} min on {load["cpus"]} CPU cores (load average '
         f'{load["start"][0]:.1f} at the start, {load["end"][0]:.1f} at the end; finished runs '
@@ -520,11 +496,10 @@ def write_report(study: Study, res: dict, title: str, seconds: float, load: dict
         f'- MoCo v3, 1-NN shape accuracy on cls/val (mean-pooled features): perceptual-loss '
         f'network {knn["mocov3"]["trained"]:.1f} %, measuring network '
         f'{knn["mocov3_measure"]["trained"]:.1f} %, the same ViT randomly initialised '
-        f'{cell(knn["mocov3"]["random"])} %; chance {chance["top1"]:.1f} %.',
+        f'{cell(knn["mocov3"]["random"])} %; chance {chance["accuracy/top1"]:.1f} %.',
         f'- Judge (supervised on clean images): {judge:.1f} % top-1 on clean cls/val images.'
         if judge is not None else '- Judge: no accuracy recorded.',
-        f'- Chance levels downstream: few-label top-1 {chance["top1"]:.1f} %, mIoU of '
-        f'predicting background everywhere {chance["miou"]:.1f} %.', '']
+        '- Downstream chance levels: the last row of the pretraining and downstream table.', '']
     lines += [t + '\n' for t in tables]
     lines += ['## Conclusions', '',
               'Each line compares two rows of a table in one column, seed by seed (row 1 minus '
@@ -550,6 +525,7 @@ def main(argv=None) -> Path:
     import warnings
     warnings.filterwarnings('ignore')
     import peco_mm  # noqa: F401
+    from peco_mm.engine.console import fmt_time
     study = Study(args.work_dir, args.profile, args.seeds)
     if args.only_seeds:
         study.seeds = [int(v) for v in args.only_seeds.split(',')]
@@ -557,7 +533,7 @@ def main(argv=None) -> Path:
     study.wd.mkdir(parents=True, exist_ok=True)
     load0 = os.getloadavg()
     print(f'{args.title}: profile {args.profile}, seeds {study.seeds}, lambdas '
-          f'{study.lambdas}, {len(study.plan)} runs, work dir {study.wd}', flush=True)
+          f'{study.lambdas}, {len(study.plan.runs)} runs, work dir {study.wd}', flush=True)
     res = dict(world=stage_world(study))
     res['nets'] = stage_networks(study)
     res['tokenizers'] = stage_tokenizers(study, res['nets'])

@@ -64,6 +64,8 @@ def verdict(diffs: Sequence[float], expect: int, digits: int = 1) -> str:
                 ', as the paper expects' if sign == expect else ', against the paper')
         return (f'{word} in {n} of {n} seeds (mean {mean:+.{digits}f}): '
                 f'consistent{side}')
+    if pos == neg == 0:
+        return f'equal in {n} of {n} seeds: no difference at the precision shown'
     return (f'higher in {pos}, lower in {neg}, equal in {n - pos - neg} of {n} seeds '
             f'(mean {mean:+.{digits}f}): sign not consistent, undecided at this scale')
 

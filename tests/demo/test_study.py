@@ -14,6 +14,8 @@ def test_verdict_names_every_consistent_sign_for_or_against():
     assert verdict([-1.0, -2.0, -0.5], 1).endswith('consistent, against the paper')
     assert verdict([-1.0, -2.0, -0.5], -1).endswith('consistent, as the paper expects')
     assert verdict([0.1, 0.2], 0).endswith('consistent')
+    assert verdict([0.0, 0.0, 0.0], 1) == ('equal in 3 of 3 seeds: no difference at the '
+                                           'precision shown')
     mixed = verdict([1.0, -1.0, 0.0], 1)
     assert mixed.startswith('higher in 1, lower in 1, equal in 1 of 3') and 'undecided' in mixed
 
@@ -73,3 +75,37 @@ def test_nuisances_vary_while_the_class_is_the_shape():
     assert means.std(0).min() > 15  # colours and lighting vary between images of one class
     ring = shape_alpha('ring', 32, 16, 16, 12, 0.0)
     assert ring[16, 16] == 0 and ring[16, 4:7].max() == 1  # a hole in the middle
+
+
+def test_report_compares_every_trained_row_with_chance(tmp_path):
+    """The downstream table ends with a chance row, every trained row is compared with it in
+    every column it has, and the conclusions agree with the tables (check_report)."""
+    from tests.conftest import load_tool
+    from peco_mm.utils.study_report import parse_tables
+    study_tool = load_tool('study')
+    study = study_tool.Study(str(tmp_path), 'quick', seeds=3)
+    tok = {'tokenizer/psnr': 20.0, 'tokenizer/ssim': 0.5, 'tokenizer/perceptual': 1.0,
+           'tokenizer/codeword_probe_acc': 30.0, 'tokenizer/recon_cls_acc': 40.0,
+           'tokenizer/usage': 0.9}
+    res = dict(
+        tokenizers={(lam, s): dict(metrics=dict(tok, **{'tokenizer/psnr': 20.0 + s + lam}))
+                    for lam in study.lambdas for s in study.seeds},
+        pretrain={(t, s): dict(metrics=dict(mim_acc=5.0 + s)) for t in ('peco', 'pixel')
+                  for s in study.seeds},
+        downstream={(task, init, s): dict(metrics={'accuracy/top1': 9.0 + 2 * s,
+                                                   'mIoU': 30.0 + s})
+                    for task in ('cls', 'seg') for init in study_tool.INITS
+                    for s in study.seeds})
+    chance = {'accuracy/top1': 10.0, 'mIoU': 4.0, 'mim_acc': 100 / 128}
+    tables, conclusions = study_tool.report_tables(study, res, chance)
+    text = '\n\n'.join(tables) + '\n\n' + '\n'.join(conclusions) + '\n'
+    assert check_report(text) == []
+    down = parse_tables(text)[study_tool.T23]
+    assert down['chance (a model that learned nothing)']['few-label top-1 (%)'] == \
+        '10.0 ± 0.0 (10.0, 10.0, 10.0)'
+    vs_chance = [c for c in conclusions if '|chance (a model' in c]
+    assert len(vs_chance) == 3 * 2 + 2  # 3 inits x (top-1, mIoU) + MIM accuracy of 2 targets
+    # top-1 9, 11, 13 against 10: not consistently above chance; mIoU 30-32 against 4: learned
+    top1 = next(c for c in vs_chance if '|scratch|' not in c and 'top-1' in c)
+    assert 'higher in 2, lower in 1' in top1 and 'undecided' in top1
+    assert all('consistent, as the paper expects' in c for c in vs_chance if 'mIoU' in c)
