@@ -71,6 +71,7 @@ class Demo:
         self.seconds: dict[str, float] = {}
         self.last_checkpoint: dict[str, str] = {}  # run folder -> its last checkpoint
         self.plan = self.make_plan()
+        self.plan.t0 = self.t0  # one clock for the stage and the run lines
 
     def make_plan(self):
         """The runs in the order they train (folder, description, cost): the console's
@@ -90,7 +91,7 @@ class Demo:
         return RunPlan(runs)
 
     def announce(self, msg: str) -> None:
-        print(f'\n==> [{time.time() - self.t0:6.0f} s] {msg}', flush=True)
+        print(f'\n==> [{int(time.time() - self.t0):6d} s] {msg}', flush=True)
 
     def config(self, name: str, seed: int = 0, scratch: bool = False):
         """configs/demo/<name>: its work_dirs/demo/ paths moved to the work dir, the seed set,
