@@ -74,6 +74,8 @@ def test_fsdp_variants_exist_for_vitl_and_vith():
 
 
 @pytest.mark.parametrize('path', FSDP, ids=_name)
+# mmengine's FSDPStrategy asks MMLogger for the run's logger again with its arguments
+@pytest.mark.filterwarnings('ignore:.*instance named of .* has been created:UserWarning')
 def test_fsdp_config_builds(path, single_process_group):
     from mmengine.model.wrappers import MMFullyShardedDataParallel
     from mmengine.registry import STRATEGIES

@@ -5,6 +5,8 @@ import pytest
 from tests.dense.conftest import TINY_UPERNET, write_cfg
 
 
+# two classes on purpose (labels 0..2 must be refused); mmseg advises a 1-channel head for them
+@pytest.mark.filterwarnings('ignore:For binary segmentation:UserWarning')
 def test_label_check_takes_the_heads_classes(tmp_path, ade_root, isolated_mmengine):
     from peco_mm.engine.launch import run
     cfg = write_cfg(tmp_path / 'upernet.py', TINY_UPERNET, data=ade_root, lr=1e-3, iters=2)
