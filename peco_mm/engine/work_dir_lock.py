@@ -12,6 +12,7 @@ host): set the environment variable `PECO_MM_IGNORE_WORK_DIR_LOCK=1`.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import datetime
 import json
 import os
@@ -52,10 +53,8 @@ def lock_work_dir(work_dir: str) -> str | None:
                     'overwrite each other\'s checkpoints: use another --work-dir, or wait for '
                     'that run to end. If it is gone (e.g. it ran on another host), delete '
                     f'the lock file or set {OVERRIDE_ENV}=1.')
-            try:
+            with contextlib.suppress(FileNotFoundError):  # another process removed it first
                 os.remove(path)
-            except FileNotFoundError:
-                pass
             continue
         with os.fdopen(fd, 'w') as f:
             json.dump(me, f)
@@ -69,10 +68,8 @@ def unlock_work_dir(work_dir: str) -> None:
     path = osp.join(work_dir, LOCK_NAME)
     owner = read_owner(path)
     if owner.get('host') == socket.gethostname() and owner.get('pid') == os.getpid():
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.remove(path)
-        except FileNotFoundError:
-            pass
 
 
 def read_owner(path: str) -> dict:

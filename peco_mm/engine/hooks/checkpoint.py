@@ -146,10 +146,8 @@ def cleaned_up_on_error(part: str):
         yield
     except BaseException as err:
         if osp.exists(part):
-            try:
+            with contextlib.suppress(OSError):  # the error below is the one to report
                 os.remove(part)
-            except OSError:
-                pass
         if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
             folder = osp.dirname(part) or '.'
             try:
