@@ -97,10 +97,11 @@ class Demo:
         """configs/demo/<name>: its work_dirs/demo/ paths moved to the work dir, the seed set,
         the backbone's pretrained weights dropped for `scratch`, --quick's short schedule."""
         from mmengine.config import Config
+
+        from peco_mm.utils.tool_runs import move_root, walk_strings
         cfg = Config.fromfile(str(CONFIGS / name))
         root = str(self.wd)
-        walk_strings(cfg, lambda s: root + s[len(CONFIG_ROOT):]
-                     if s == CONFIG_ROOT or s.startswith(CONFIG_ROOT + '/') else s)
+        move_root(cfg, CONFIG_ROOT, root)
         walk_strings(cfg, lambda s: self.checkpoint_of(s, name))
         cfg.randomness = dict(cfg.get('randomness', {}), seed=seed)
         if scratch:  # the configs' documented way: --cfg-options model.backbone.init_cfg=None
@@ -156,28 +157,6 @@ class Demo:
         return tc.get('max_iters') or tc.get('max_epochs')
 
 
-def walk_strings(node, fn) -> None:
-    """Replace every string s in a config (or a dict / list in it) by fn(s), in place."""
-    for k, v in list(node.items() if hasattr(node, 'items') else enumerate(node)):
-        if isinstance(v, str):
-            node[k] = fn(v)
-        elif isinstance(v, (dict, list)):
-            walk_strings(v, fn)
-
-
-def call_tool(name: str, argv: list):
-    """tools/<name>.py's main(argv), as a user runs it: (its return value, what it printed)."""
-    import contextlib
-    import importlib.util
-    import io
-    spec = importlib.util.spec_from_file_location(name, ROOT / 'tools' / f'{name}.py')
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    with contextlib.redirect_stdout(io.StringIO()) as log:
-        out = tool.main([str(a) for a in argv])
-    return out, log.getvalue()
-
-
 def shorten_schedule(cfg, iters: int, epochs: int, batch: int) -> None:
     """--quick: `iters` iterations (or `epochs` epochs), the iteration-based LR schedule
     scaled to fit, checkpoints, validation and hooks at the end, batches of at most `batch`."""
@@ -216,6 +195,7 @@ def stage_mocov3(demo: Demo, data: dict) -> dict:
     from peco_mm.models.vit import PeCoViT
     from peco_mm.utils.demo_checks import view_retrieval
     from peco_mm.utils.image import find_images, read_rgb
+    from peco_mm.utils.tool_runs import call_tool
     r = demo.train('mocov3_vit_tiny_photos.py', 'mocov3')
     tok_cfg = demo.config('tokenizer_tiny_photos.py')
     pecovit = tok_cfg.model.perceptual_cfg.checkpoint  # where stage 2 expects the network
@@ -265,6 +245,7 @@ def stage_pretrain(demo: Demo, data: dict, toks: dict) -> dict:
     from peco_mm.utils.demo_checks import majority_code_rate
     from peco_mm.utils.image import find_images
     from peco_mm.utils.logs import series
+    from peco_mm.utils.tool_runs import call_tool
     r = demo.train('pretrain_tiny_photos.py', 'pretrain')
     tok = toks['perceptual'][0]
     grid_dir = demo.wd / 'report_files' / 'mim'

@@ -24,7 +24,6 @@ Each finished run leaves <run>/result.json; a rerun skips it (delete the file to
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import os.path as osp
@@ -78,15 +77,6 @@ def parse_args(argv=None):
     return args
 
 
-def walk_strings(node, fn) -> None:
-    """Replace every string s in a config (or a dict / list in it) by fn(s), in place."""
-    for k, v in list(node.items() if hasattr(node, 'items') else enumerate(node)):
-        if isinstance(v, str):
-            node[k] = fn(v)
-        elif isinstance(v, (dict, list)):
-            walk_strings(v, fn)
-
-
 def set_schedule(cfg, iters: int) -> None:
     """An iteration-based config cut (or stretched) to `iters`: its iteration-based LR
     schedule scaled to fit, checkpoint and validation at the end, hooks at most every
@@ -106,18 +96,6 @@ def set_schedule(cfg, iters: int) -> None:
     for hook in cfg.get('custom_hooks') or []:
         if 'interval' in hook:
             hook.interval = max(1, min(hook.interval, iters // 5))
-
-
-def call_tool(name: str, argv: list):
-    """tools/<name>.py's main(argv), as a user runs it: (its return value, what it printed)."""
-    import importlib.util
-    import io
-    spec = importlib.util.spec_from_file_location(name, ROOT / 'tools' / f'{name}.py')
-    tool = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(tool)
-    with contextlib.redirect_stdout(io.StringIO()) as log:
-        out = tool.main([str(a) for a in argv])
-    return out, log.getvalue()
 
 
 # ---- the plan ----------------------------------------------------------------------------------
@@ -163,10 +141,11 @@ class Study:
         """configs/study/<name>: work_dirs/study paths under the work dir, the seed, the
         profile's schedule, `options` (dotted keys) merged last."""
         from mmengine.config import Config
+
+        from peco_mm.utils.tool_runs import move_root
         cfg = Config.fromfile(str(CONFIGS / name))
         root = str(self.wd)
-        walk_strings(cfg, lambda s: root + s[len(CONFIG_ROOT):]
-                     if s == CONFIG_ROOT or s.startswith(CONFIG_ROOT + '/') else s)
+        move_root(cfg, CONFIG_ROOT, root)
         cfg.randomness = dict(cfg.get('randomness', {}), seed=seed)
         set_schedule(cfg, self.p['iters'][stage])
         if options:
@@ -268,6 +247,7 @@ def stage_networks(study: Study) -> dict:
     checked by 1-NN shape accuracy on cls/val against the same ViT randomly initialised; the
     judge, with its accuracy on clean cls/val images."""
     from peco_mm.utils.logs import last_metrics, read_scalars
+    from peco_mm.utils.tool_runs import call_tool
     tok = study.config('tokenizer_world.py', 'tokenizer', 0)
     targets = dict(mocov3=tok.model.perceptual_cfg.checkpoint,
                    mocov3_measure=tok.test_evaluator.perceptual.checkpoint)

@@ -1,0 +1,37 @@
+"""Support for the tools that chain several runs in one process (tools/demo.py,
+tools/study.py): their configs' work-dir paths moved under the user's --work-dir, and the
+other tools called as a user calls them."""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import io
+from pathlib import Path
+
+TOOLS = Path(__file__).resolve().parents[2] / 'tools'
+
+
+def walk_strings(node, fn) -> None:
+    """Replace every string s in a config (or a dict / list in it) by fn(s), in place."""
+    for k, v in list(node.items() if hasattr(node, 'items') else enumerate(node)):
+        if isinstance(v, str):
+            node[k] = fn(v)
+        elif isinstance(v, (dict, list)):
+            walk_strings(v, fn)
+
+
+def move_root(cfg, old: str, new: str) -> None:
+    """Every path of a config under `old` (the folder its shipped form writes to) moved under
+    `new`, in place."""
+    walk_strings(cfg, lambda s: new + s[len(old):] if s == old or s.startswith(old + '/')
+                 else s)
+
+
+def call_tool(name: str, argv: list):
+    """tools/<name>.py's main(argv), as a user runs it: (its return value, what it printed)."""
+    spec = importlib.util.spec_from_file_location(name, TOOLS / f'{name}.py')
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    with contextlib.redirect_stdout(io.StringIO()) as log:
+        out = tool.main([str(a) for a in argv])
+    return out, log.getvalue()
