@@ -11,6 +11,12 @@ import torch
 from tests.golden.cases import CASES, fill_weights, outputs
 
 GOLDEN = torch.load(Path(__file__).with_name('golden.pt'), weights_only=True)
+# golden.pt was recorded on a CPU where torch dispatches AVX2 kernels. Another instruction set
+# (AVX-512) sums in another order: Mask R-CNN's and UperNet's outputs then differ by up to
+# 4.5e-6 (measured), so across instruction sets the absolute tolerance is 1e-5; on the
+# recording's own set it stays 1e-6.
+RECORDED_ON = 'AVX2'
+ATOL = 1e-6 if torch.backends.cpu.get_cpu_capability() == RECORDED_ON else 1e-5
 
 
 @pytest.mark.parametrize('name', sorted(CASES))
@@ -21,7 +27,7 @@ def test_outputs_match_the_recording(name):
         if ref.dtype in (torch.int64, torch.int32):
             assert torch.equal(got[key], ref), f'{name}.{key}: codes differ'
         else:
-            torch.testing.assert_close(got[key], ref, rtol=1e-5, atol=1e-6,
+            torch.testing.assert_close(got[key], ref, rtol=1e-5, atol=ATOL,
                                        msg=lambda m: f'{name}.{key}: {m}')
 
 
