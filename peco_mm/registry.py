@@ -6,47 +6,23 @@ mmseg) is a child of those, and a child looks a plain name up in its parents, so
 in any scope, including when a host builds it internally (a detector building its backbone,
 a self-supervised algorithm building its target generator).
 
-Modules that subclass a host's classes (`HOST_MODULES`) are imported when one of their types
-is first built, so `import peco_mm` does not import mmpretrain or mmdet; with a host absent,
-its types are not registered and the other hosts' parts still work.
+The package's `__init__` registers everything (`register_all`): modules that subclass a host's
+classes (`HOST_MODULES`) are imported when one of their types is first built, so
+`import peco_mm` does not import mmpretrain or mmdet; with a host absent, its types are not
+registered and the other hosts' parts still work. This module sits at the bottom of the
+layers: it imports nothing of peco_mm.
 """
 from __future__ import annotations
 
 import importlib
 import importlib.util
-import sys
-import warnings
 
 from mmengine.registry import DATASETS, HOOKS, METRICS, MODELS, OPTIM_WRAPPER_CONSTRUCTORS
 from mmengine.registry import OPTIM_WRAPPERS, TRANSFORMS, VISUALIZERS
 
 __all__ = ['DATASETS', 'HOOKS', 'METRICS', 'MODELS', 'OPTIM_WRAPPER_CONSTRUCTORS', 'OPTIM_WRAPPERS',
-           'TRANSFORMS', 'VISUALIZERS', 'register_all']
+           'TRANSFORMS', 'VISUALIZERS', 'host_available', 'lazy_builder', 'real_class']
 
-# modules that only need torch / mmengine / mmcv / timm: imported by `import peco_mm`
-CORE_MODULES = [
-    'peco_mm.models',
-    'peco_mm.models.mim_head',
-    'peco_mm.engine',
-    'peco_mm.datasets.seg_checks',
-    'peco_mm.datasets.bad_samples',
-    'peco_mm.datasets.mim_transforms',
-    'peco_mm.tokenizer',
-    'peco_mm.engine.hooks',
-    'peco_mm.evaluation',
-]
-# modules that subclass a host's classes: module -> (host package, registry, names). They are
-# imported when one of their names is first built (importing mmpretrain or mmdet costs about
-# a second each), and skipped (not an error) when the host is not installed.
-HOST_MODULES: dict[str, tuple[str, str, tuple[str, ...]]] = {
-    'peco_mm.models.peco': ('mmpretrain', 'MODELS', ('PeCo',)),
-    'peco_mm.models.data_preprocessor': ('mmpretrain', 'MODELS',
-                                         ('OneViewTwoNormDataPreprocessor',)),
-    'peco_mm.models.peco_mae': ('mmpretrain', 'MODELS', ('PeCoMAE', 'PeCoMAEDecoder')),
-    'peco_mm.datasets.coco_checks': ('mmdet', 'DATASETS', ('CheckedCocoDataset',)),
-}
-
-_registered = False
 
 
 def host_available(name: str) -> bool:
@@ -82,30 +58,3 @@ def real_class(registry, name: str):
         importlib.import_module(module)
         obj = registry.get(name)
     return obj
-
-
-def register_all() -> list[str]:
-    """Import every core module that registers something, and register stand-ins for the
-    host modules (`HOST_MODULES`); return the host modules skipped for a missing host."""
-    global _registered
-    from .engine.compat import allow_mmengine_checkpoints, route_mmengine_checkpoints
-    allow_mmengine_checkpoints()
-    route_mmengine_checkpoints()  # load_from / resume / init_cfg read weights-only
-    skipped = []
-    for mod in CORE_MODULES:
-        importlib.import_module(mod)
-    for mod, (host, registry_name, names) in HOST_MODULES.items():
-        if not host_available(host):
-            skipped.append(mod)
-            if not _registered:
-                warnings.warn(f'peco_mm: {mod} not registered: {host} is not installed',
-                              stacklevel=2)
-            continue
-        if mod in sys.modules:  # already imported: its classes are registered
-            continue
-        registry = globals()[registry_name]
-        for name in names:
-            if name not in registry.module_dict:
-                registry.register_module(name=name, module=lazy_builder(mod, registry, name))
-    _registered = True
-    return skipped

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from peco_mm.utils import make_class_folder
+from peco_mm.tooling.demo_data import make_class_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -569,8 +569,8 @@ def test_documented_commands_run_as_written(tmp_path):
     import torch
     from timm.models.vision_transformer import VisionTransformer
 
-    from peco_mm.utils import make_class_folder
-    from peco_mm.utils.demo_data import make_ade
+    from peco_mm.tooling.demo_data import make_class_folder
+    from peco_mm.tooling.demo_data import make_ade
     for name in ('tools', 'configs'):
         (tmp_path / name).symlink_to(ROOT / name)
     # python tools/check_dataset.py configs/peco/upernet_vitb_ade20k.py --split train val

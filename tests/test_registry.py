@@ -83,7 +83,7 @@ def test_checkpoints_of_our_launcher_keep_history_buffer_unpatched(tmp_path):
     import torch
     from mmengine.logging import HistoryBuffer
 
-    from peco_mm.engine.compat import history_buffers_without_methods
+    from peco_mm.checkpoint.mmengine_loaders import history_buffers_without_methods
     original = HistoryBuffer.__dict__['__getstate__']
     buf = HistoryBuffer()
     buf.update(1.0)

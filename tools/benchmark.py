@@ -92,6 +92,9 @@ def parse_args(argv=None):
         s.add_argument('--models', nargs='+', choices=PRETRAIN_MODELS, default=PRETRAIN_MODELS)
         s.add_argument('--amp', choices=('none', 'bf16', 'fp16'),
                        help='autocast dtype (default: bf16 on CUDA, none on CPU)')
+        s.add_argument('--target-bf16', action='store_true',
+                       help="PeCo's frozen target encoder in bf16 autocast (default: its "
+                       '`encode_bf16`, which is off; fp32 on a CPU)')
     for s in (d, a):
         s.add_argument('configs', nargs='*', help=f'default: {" ".join(DENSE)} (with --smoke '
                        "the demo's toy configs)")
@@ -275,7 +278,7 @@ def parse_options(pairs: list[str]) -> dict:
 
 
 def run_memory(args) -> tuple[dict, list[str]]:
-    from peco_mm.utils import benchmark as bm
+    from peco_mm.tooling import benchmark as bm
     if not Path(args.config).is_file():
         raise SystemExit(f'benchmark.py memory: config {args.config!r} not found')
     cfg = bm.load_config(args.config, parse_options(args.cfg_options))
@@ -292,7 +295,7 @@ def run_memory(args) -> tuple[dict, list[str]]:
 
 def run_timing(args) -> tuple[dict, list[str]]:
     """tokenizer / pretrain / dense / all; --smoke: tiny sizes, one or two steps."""
-    from peco_mm.utils import benchmark as bm
+    from peco_mm.tooling import benchmark as bm
     res, lines = {}, []
     cmd, smoke = args.command, args.smoke
     precisions = getattr(args, 'precision', None) or []
@@ -325,7 +328,8 @@ def run_timing(args) -> tuple[dict, list[str]]:
         res['pretrain'] = []
         for prec in precisions or [None]:
             amp = amp if prec is None else {'fp32': 'none', 'bf16': 'bf16'}[prec]
-            rows = bm.bench_pretrain(args.models, batch, steps, warmup, args.device, amp, smoke)
+            rows = bm.bench_pretrain(args.models, batch, steps, warmup, args.device, amp, smoke,
+                                     args.target_bf16)
             res['pretrain'] += [with_precision(r, 'model', prec, gemm) for r in rows]
         lines += [f'{"smoke sizes" if smoke else "ViT-B/16 at 224 px"}, batch {batch}, amp '
                   f"{amp if not precisions else ' / '.join(precisions)}, median of {steps} "
@@ -346,8 +350,8 @@ def run_timing(args) -> tuple[dict, list[str]]:
 
 
 def run_gpu_check(args, argv: list[str]) -> dict:
-    """The report of peco_mm.utils.gpu_check, printed and written to --report."""
-    from peco_mm.utils.gpu_check import run_gpu_check as check
+    """The report of peco_mm.tooling.gpu_check, printed and written to --report."""
+    from peco_mm.tooling.gpu_check import run_gpu_check as check
     res, lines = check(str(ROOT), args.device, args.tokenizer, args.batch, args.steps,
                        args.warmup, args.images, args.smoke, args.distributed_on_cpu,
                        log=lambda msg: print(f'# {msg}', flush=True))

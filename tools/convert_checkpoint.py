@@ -41,7 +41,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument('dst', help='where to write the PeCoViT checkpoint')
     parser.add_argument('--format', default=None,
                         help='source layout (default: detected); one of '
-                        'peco_mm.models.convert.FORMATS, which an unknown name lists')
+                        'peco_mm.checkpoint.FORMATS, which an unknown name lists')
     parser.add_argument('--img-size', type=int, default=None,
                         help='resize position tables to this image size')
     parser.add_argument('--per-block-rel-pos', action='store_true',
@@ -85,8 +85,7 @@ def convert_file(src: str, dst: str, fmt: str | None = None, img_size: int | Non
     """
     import torch
 
-    from peco_mm.models.checkpoint import read_checkpoint
-    from peco_mm.models.convert import convert_checkpoint
+    from peco_mm.checkpoint import convert_checkpoint, read_checkpoint
     from peco_mm.models.vit import PeCoViT
 
     ckpt = read_checkpoint(src, unsafe_pickle=unsafe_pickle, warn=warn)

@@ -98,7 +98,7 @@ class Demo:
         the backbone's pretrained weights dropped for `scratch`, --quick's short schedule."""
         from mmengine.config import Config
 
-        from peco_mm.utils.tool_runs import move_root, walk_strings
+        from peco_mm.tooling.tool_runs import move_root, walk_strings
         cfg = Config.fromfile(str(CONFIGS / name))
         root = str(self.wd)
         move_root(cfg, CONFIG_ROOT, root)
@@ -129,7 +129,7 @@ class Demo:
         output goes to <run>/console.log; the console gets 'run k of N' and the ETA."""
         from peco_mm.engine.console import output_to
         from peco_mm.engine.launch import run
-        from peco_mm.utils.logs import read_scalars
+        from peco_mm.tooling.logs import read_scalars
         cfg = self.config(name, seed, scratch)
         work = self.wd / run_dir
         work.mkdir(parents=True, exist_ok=True)
@@ -183,7 +183,7 @@ def shorten_schedule(cfg, iters: int, epochs: int, batch: int) -> None:
 
 # ---- stages -------------------------------------------------------------------------------------
 def stage_data(demo: Demo) -> dict:
-    from peco_mm.utils import make_demo_data
+    from peco_mm.tooling.demo_data import make_demo_data
     return make_demo_data(demo.wd / 'data', quick=demo.quick)
 
 
@@ -191,11 +191,11 @@ def stage_mocov3(demo: Demo, data: dict) -> dict:
     """MoCo v3, converted to PeCoViT at the path the tokenizer config reads, and checked."""
     import torch
 
-    from peco_mm.models.checkpoint import read_checkpoint
+    from peco_mm.checkpoint import read_checkpoint
     from peco_mm.models.vit import PeCoViT
-    from peco_mm.utils.demo_checks import view_retrieval
+    from peco_mm.tooling.demo_checks import view_retrieval
     from peco_mm.utils.image import find_images, read_rgb
-    from peco_mm.utils.tool_runs import call_tool
+    from peco_mm.tooling.tool_runs import call_tool
     r = demo.train('mocov3_vit_tiny_photos.py', 'mocov3')
     tok_cfg = demo.config('tokenizer_tiny_photos.py')
     pecovit = tok_cfg.model.perceptual_cfg.checkpoint  # where stage 2 expects the network
@@ -242,10 +242,10 @@ def stage_pretrain(demo: Demo, data: dict, toks: dict) -> dict:
     import statistics
 
     from peco_mm.tokenizer import PeCoTokenizer
-    from peco_mm.utils.demo_checks import majority_code_rate
+    from peco_mm.tooling.demo_checks import majority_code_rate
     from peco_mm.utils.image import find_images
-    from peco_mm.utils.logs import series
-    from peco_mm.utils.tool_runs import call_tool
+    from peco_mm.tooling.logs import series
+    from peco_mm.tooling.tool_runs import call_tool
     r = demo.train('pretrain_tiny_photos.py', 'pretrain')
     tok = toks['perceptual'][0]
     grid_dir = demo.wd / 'report_files' / 'mim'
@@ -262,7 +262,7 @@ def stage_pretrain(demo: Demo, data: dict, toks: dict) -> dict:
 
 def stage_dense(demo: Demo) -> dict:
     """Per seed: UperNet and Mask R-CNN from the PeCo weights and from scratch."""
-    from peco_mm.utils.logs import last_metrics
+    from peco_mm.tooling.logs import last_metrics
     out = {}
     for seed in demo.seeds:
         for task, name in (('upernet', 'upernet_tiny_shapes.py'),
@@ -314,7 +314,7 @@ def report_images(demo: Demo, res: dict) -> dict:
 
     from peco_mm.tokenizer import PeCoTokenizer
     from peco_mm.utils.image import find_images, image_grid, load_images, save_png
-    from peco_mm.utils.logs import plot_curves, plot_panel, series
+    from peco_mm.tooling.logs import plot_curves, plot_panel, series
     files_dir = demo.wd / 'report_files'
     toks, pre, dense = res['tokenizers'], res['pretrain'], res['dense']
     seed0 = {k: toks[k][0] for k in ('perceptual', 'pixel')}

@@ -55,7 +55,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 def export_file(src: str, dst: str, to: str, kind=None, per_block_rel_pos: bool = False,
                 num_heads=None, unsafe_pickle: bool = False, warn=None):
     """Read `src`, export it for `to`, write the folder `dst`; return (Export, paths)."""
-    from peco_mm.models.checkpoint import read_checkpoint
+    from peco_mm.checkpoint import read_checkpoint
     from peco_mm.models.export import read_export_source, to_hf, to_timm, write_export
 
     ckpt = read_checkpoint(src, unsafe_pickle=unsafe_pickle, warn=warn)

@@ -22,7 +22,7 @@ def main(argv=None):
     p.add_argument('--seed', type=int, default=0)
     args = p.parse_args(argv)
     sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-    from peco_mm.utils.demo_data import make_demo_data
+    from peco_mm.tooling.demo_data import make_demo_data
     for name, path in make_demo_data(args.out, quick=args.quick, seed=args.seed).items():
         print(f'{name}: {path}')
 

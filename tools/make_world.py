@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Write the shape world (peco_mm/utils/shape_world.py; nothing downloaded): unlabeled images
+"""Write the shape world (peco_mm/tooling/shape_world.py; nothing downloaded): unlabeled images
 for pretraining, a labelled judge split, few-label splits in the ImageNet folder layout and
 per-pixel masks in the ADEChallengeData2016 layout. The same arguments write the same bytes.
 """
@@ -26,7 +26,7 @@ def main(argv=None):
     p.add_argument('--seed', type=int, default=0)
     args = p.parse_args(argv)
     sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-    from peco_mm.utils.shape_world import make_world
+    from peco_mm.tooling.shape_world import make_world
     try:
         out = make_world(args.out, n_pretrain=args.n_pretrain, size=args.size,
                          per_class=args.per_class, val_per_class=args.val_per_class,

@@ -40,7 +40,7 @@ def random_tokenizer(img_size: int, seed: int):
     """Paper architecture, random weights, codebook from encoder outputs of other crops."""
     import torch
 
-    from peco_mm.evaluation.inputs import measurement_images
+    from peco_mm.tooling.inputs import measurement_images
     from peco_mm.tokenizer import PeCoTokenizer
     torch.manual_seed(seed)
     tok = PeCoTokenizer(with_decoder=False, perceptual_weight=0.0).eval()
@@ -58,8 +58,8 @@ def main(argv=None):
     import torch
     if args.threads:
         torch.set_num_threads(args.threads)
-    from peco_mm.evaluation.code_agreement import code_agreement
-    from peco_mm.evaluation.inputs import measurement_images
+    from peco_mm.tooling.code_agreement import code_agreement
+    from peco_mm.tooling.inputs import measurement_images
     from peco_mm.tokenizer import FrozenPeCoTokenizer
     if args.checkpoint:
         tok = FrozenPeCoTokenizer(args.checkpoint)

@@ -57,8 +57,8 @@ def main(argv=None):
     args = parse_args(argv)
     import torch
 
-    from peco_mm.evaluation.inputs import measurement_images
-    from peco_mm.evaluation.loss_balance import perceptual_gradient_shares
+    from peco_mm.tooling.inputs import measurement_images
+    from peco_mm.tooling.loss_balance import perceptual_gradient_shares
     from peco_mm.tokenizer import PerceptualLoss
     torch.manual_seed(args.seed)
     x = measurement_images(args.images, args.img_size, args.num, args.seed)

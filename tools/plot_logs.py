@@ -48,7 +48,7 @@ def run_label(path: str) -> str:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
-    from peco_mm.utils.logs import PANELS, plot_runs, read_scalars
+    from peco_mm.tooling.logs import PANELS, plot_runs, read_scalars
     labels = args.labels or [run_label(r) for r in args.runs]
     runs = {}
     for label, path in zip(labels, args.runs):

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The paper's comparisons on the shape world (peco_mm/utils/shape_world.py), seeds and all,
+"""The paper's comparisons on the shape world (peco_mm/tooling/shape_world.py), seeds and all,
 in one command that resumes where it stopped; `make demo` runs its `demo` profile.
 
 Every run trains a shipped config of configs/study/ through the launcher of tools/train.py
@@ -17,7 +17,7 @@ schedule, and the checkpoint each run reads set to the one its producer wrote):
   4. downstream  few-label classification and UperNet segmentation from PeCo, from the pixel
                  codebook and from scratch, per seed (Tables 2-3)
   5. report      <work-dir>/report.md: tables (mean ± std, per-seed values) and conclusions
-                 written from them (peco_mm/utils/study_report.py)
+                 written from them (peco_mm/tooling/study_report.py)
 
 Each finished run leaves <run>/result.json; a rerun skips it (delete the file to redo a run).
 """
@@ -142,7 +142,7 @@ class Study:
         profile's schedule, `options` (dotted keys) merged last."""
         from mmengine.config import Config
 
-        from peco_mm.utils.tool_runs import move_root
+        from peco_mm.tooling.tool_runs import move_root
         cfg = Config.fromfile(str(CONFIGS / name))
         root = str(self.wd)
         move_root(cfg, CONFIG_ROOT, root)
@@ -226,7 +226,7 @@ class Study:
 
 # ---- stages -------------------------------------------------------------------------------------
 def stage_world(study: Study) -> dict:
-    from peco_mm.utils.shape_world import make_world
+    from peco_mm.tooling.shape_world import make_world
     done = study.wd / 'world' / 'done.json'
     p = study.p
     args = dict(n_pretrain=p['n_pretrain'], val_per_class=p['val_per_class'],
@@ -246,8 +246,8 @@ def stage_networks(study: Study) -> dict:
     """Both MoCo v3 networks (converted to PeCoViT where the tokenizer config reads them),
     checked by 1-NN shape accuracy on cls/val against the same ViT randomly initialised; the
     judge, with its accuracy on clean cls/val images."""
-    from peco_mm.utils.logs import last_metrics, read_scalars
-    from peco_mm.utils.tool_runs import call_tool
+    from peco_mm.tooling.logs import last_metrics, read_scalars
+    from peco_mm.tooling.tool_runs import call_tool
     tok = study.config('tokenizer_world.py', 'tokenizer', 0)
     targets = dict(mocov3=tok.model.perceptual_cfg.checkpoint,
                    mocov3_measure=tok.test_evaluator.perceptual.checkpoint)
@@ -281,10 +281,10 @@ def shape_knn(study: Study, pecovit: str) -> dict:
     import torch
 
     from peco_mm.models.vit import PeCoViT
-    from peco_mm.utils.demo_checks import knn_accuracy
+    from peco_mm.tooling.demo_checks import knn_accuracy
     from peco_mm.utils.image import IMAGENET_MEAN, IMAGENET_STD, find_images, load_images
     files = find_images(study.wd / 'world' / 'cls' / 'val')
-    from peco_mm.utils.shape_world import CLASSES
+    from peco_mm.tooling.shape_world import CLASSES
     labels = torch.tensor([CLASSES.index(Path(f).parent.name) for f in files])
     x = load_images(files, mean=IMAGENET_MEAN, std=IMAGENET_STD)  # (N, 3, 32, 32), as MoCo v3
     trained = PeCoViT.from_checkpoint(pecovit, num_heads=4, out_type='avg_featmap').eval()
@@ -317,7 +317,7 @@ def stage_tokenizers(study: Study, nets: dict) -> dict:
 def stage_pretrain(study: Study, toks: dict) -> dict:
     import statistics
 
-    from peco_mm.utils.logs import read_scalars, series
+    from peco_mm.tooling.logs import read_scalars, series
     out = {}
 
     def mim_acc(res):
@@ -333,7 +333,7 @@ def stage_pretrain(study: Study, toks: dict) -> dict:
 
 
 def stage_downstream(study: Study, pre: dict) -> dict:
-    from peco_mm.utils.logs import last_metrics, read_scalars
+    from peco_mm.tooling.logs import last_metrics, read_scalars
     out = {}
     for seed in study.seeds:
         for task, name in (('cls', 'finetune_vit_tiny_world.py'),
@@ -369,7 +369,7 @@ def lam_row(lam: float) -> str:
 def report_tables(study: Study, res: dict, chance: dict) -> tuple[list[str], list[str]]:
     """(Markdown tables, conclusion lines), both from the runs' metrics; the downstream
     table has a chance row, and every trained row is compared with it (did it learn?)."""
-    from peco_mm.utils.study_report import cell, comparison, markdown_table
+    from peco_mm.tooling.study_report import cell, comparison, markdown_table
     toks, pre, down = res['tokenizers'], res['pretrain'], res['downstream']
 
     def tok_vals(lam, key, scale):
@@ -423,7 +423,7 @@ def chance_levels(study: Study) -> dict:
     import numpy as np
     from PIL import Image
 
-    from peco_mm.utils.shape_world import CLASSES
+    from peco_mm.tooling.shape_world import CLASSES
     ann = study.wd / 'world' / 'ade' / 'ADEChallengeData2016' / 'annotations' / 'validation'
     labels = np.stack([np.asarray(Image.open(f)) for f in sorted(ann.glob('*.png'))])
     k = study.config('tokenizer_world.py', 'tokenizer', 0).model.num_embeddings
@@ -453,7 +453,7 @@ def reconstruction_grid(study: Study, res: dict) -> Path:
 
 def write_report(study: Study, res: dict, title: str, seconds: float, load: dict) -> Path:
     """<work-dir>/report.md: what ran, the stage checks, the tables, the conclusions."""
-    from peco_mm.utils.study_report import cell
+    from peco_mm.tooling.study_report import cell
     chance = chance_levels(study)
     tables, conclusions = report_tables(study, res, chance)
     nets, it = res['nets'], study.p['iters']
@@ -468,7 +468,7 @@ def write_report(study: Study, res: dict, title: str, seconds: float, load: dict
         'of an earlier call are kept and not counted).', '',
         f'World: {res["world"]["n_pretrain"]} unlabeled 32 px images, 10 shape classes; '
         f'few-label splits of 10 images per class, validation {res["world"]["val_per_class"]} '
-        'per class (peco_mm/utils/shape_world.py). Iterations: ' +
+        'per class (peco_mm/tooling/shape_world.py). Iterations: ' +
         ', '.join(f'{k} {v}' for k, v in it.items()) + '. Each cell: mean ± standard deviation '
         'over the seeds, the seeds\' values in brackets. The two MoCo v3 networks and the '
         'judge are trained once.', '',

@@ -73,7 +73,8 @@ def main(argv=None):
         raise SystemExit(f'test.py: --out {args.out}: expected FILE.pkl (predictions) or '
                          'FILE.json / FILE.yaml (metrics)')
     sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from any folder
-    from peco_mm.engine.launch import run, shutdown_distributed
+    from peco_mm.engine.launch import run
+    from peco_mm.utils.distributed import finish
     from peco_mm.engine.preflight import PreflightError, exit_message
     try:  # a missing checkpoint or dataset: every one listed in one block, no traceback
         run(args.config, args.work_dir, args.cfg_options, 'test', checkpoint=args.checkpoint,
@@ -82,7 +83,7 @@ def main(argv=None):
             show_config=args.show_config)
     except PreflightError as err:
         raise SystemExit(exit_message(err))
-    shutdown_distributed()
+    finish()  # every rank waits, then leaves the process group
 
 
 if __name__ == '__main__':

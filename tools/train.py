@@ -115,7 +115,8 @@ def main(argv=None):
     if args.preflight_only:
         raise SystemExit(preflight_only(args))
     sys.path.insert(0, ROOT)  # run from any folder
-    from peco_mm.engine.launch import run, shutdown_distributed
+    from peco_mm.engine.launch import run
+    from peco_mm.utils.distributed import finish
     from peco_mm.engine.preflight import PreflightError, exit_message
     try:
         run(args.config, args.work_dir, args.cfg_options, 'train', resume=args.resume,
@@ -124,7 +125,7 @@ def main(argv=None):
             show_config=args.show_config)
     except PreflightError as err:  # every missing input, in one block, without a traceback
         raise SystemExit(exit_message(err))
-    shutdown_distributed()
+    finish()  # every rank waits, then leaves the process group
 
 
 if __name__ == '__main__':

@@ -74,7 +74,7 @@ def build_model(cfg, checkpoint: str, tokenizer: str | None, device: str):
     model = MODELS.build(model_cfg)
     if not osp.isfile(checkpoint):
         raise FileNotFoundError(f'pretraining checkpoint {checkpoint!r} not found')
-    from peco_mm.models.checkpoint import read_checkpoint
+    from peco_mm.checkpoint import read_checkpoint
     state = read_checkpoint(checkpoint)
     state = state.get('state_dict', state)
     missing, unexpected = model.load_state_dict(state, strict=False)

@@ -1,6 +1,6 @@
 # The study's perceptual network (tools/study.py): the demo's MoCo v3 recipe
 # (configs/demo/mocov3_vit_tiny_photos.py: mmpretrain's mocov3_vit-small-p16 at toy scale) on
-# the unlabeled images of the shape world (peco_mm/utils/shape_world.py): a width-64, 4-block
+# the unlabeled images of the shape world (peco_mm/tooling/shape_world.py): a width-64, 4-block
 # ViT at 32 px with 4 px patches (8x8 tokens). tools/convert_checkpoint.py turns the backbone
 # into PeCoViT weights. Trained twice with different seeds: one network is the tokenizers'
 # perceptual loss, the other only measures (the perceptual distance of Table 4).

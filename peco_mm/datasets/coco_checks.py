@@ -26,7 +26,7 @@ from mmengine.logging import print_log
 from ..registry import DATASETS
 
 
-@DATASETS.register_module(force=True)  # replaces the stand-in of peco_mm.registry
+@DATASETS.register_module(force=True)  # replaces the stand-in registered by `import peco_mm`
 class CheckedCocoDataset(CocoDataset):
     """mmdet's `CocoDataset` plus up-front checks of the annotation file: the listed images
     exist, its categories are the config's classes at the same labels, and dropped boxes are

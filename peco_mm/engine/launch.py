@@ -36,6 +36,7 @@ from typing import NamedTuple
 import torch
 import torch.distributed as dist
 from mmengine.config import Config, ConfigDict
+from mmengine.dist import is_main_process
 
 from ..utils.malloc import apply_cpu_malloc
 from . import console, preflight
@@ -89,8 +90,6 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
         raise ValueError(f'mode={mode!r}: expected one of {MODES}')
     if mode == 'test' and not checkpoint:
         raise ValueError("mode='test' needs checkpoint=PATH (the weights to evaluate)")
-    import peco_mm  # noqa: F401  (registers peco_mm types)
-
     cfg = load_config(config, options)
     config_path = config if isinstance(config, str) else (cfg.filename or '')
     cfg = apply_cli(cfg, work_dir, config_path, resume, amp, launcher)
@@ -132,7 +131,7 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
         unlock_work_dir(cfg.work_dir)
         return RunResult(runner, None)
     metrics = runner.test()
-    if out and out.endswith(('.json', '.yaml', '.yml')) and is_rank_zero():
+    if out and out.endswith(('.json', '.yaml', '.yml')) and is_main_process():
         import mmengine
         mmengine.dump(metrics, out)
     return RunResult(runner, metrics)
@@ -388,16 +387,3 @@ def sync_with_model(cfg: Config) -> None:
     from .config_keys import check_config_keys
     check_config_keys(cfg)
     set_label_check_classes(cfg)
-
-
-def shutdown_distributed() -> None:
-    """Wait for every rank, then close the process group (the last call of a torchrun
-    worker, so no rank exits while another still talks to it)."""
-    if dist.is_initialized():
-        dist.barrier()
-        dist.destroy_process_group()
-
-
-def is_rank_zero() -> bool:
-    """Rank 0 of a torchrun/slurm job, or a single process."""
-    return not dist.is_initialized() or dist.get_rank() == 0

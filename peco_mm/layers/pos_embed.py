@@ -17,6 +17,11 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+def patch_grid(img: torch.Tensor, patch_size: int) -> tuple[int, int]:
+    """The (h, w) patch grid of an input (B, C, H, W), padded up to the patch size."""
+    return (-(-img.shape[-2] // patch_size), -(-img.shape[-1] // patch_size))
+
+
 def resize_pos_embed(pos_embed: torch.Tensor, src_grid: tuple[int, int],
                      dst_grid: tuple[int, int], num_extra_tokens: int = 1) -> torch.Tensor:
     """Resize an absolute position table (1, extra + h*w, C) to another patch grid."""

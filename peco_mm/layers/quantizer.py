@@ -23,42 +23,33 @@ Codebook usage and perplexity are computed by `codebook_stats` (here, and nowher
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+from mmengine import dist  # process-group calls: no-ops in a single process
 
+CODEBOOK_SIZE = 8192  # K of the paper (Sec. 3.4): the default of every codebook and MIM head
 INIT_CHOICES = ('data', 'kmeans', 'random')
 
 
-# ---- distributed helpers (no-ops in a single process) -----------------------------------------
-def _dist_on() -> bool:
-    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-
-
+# ---- distributed helpers (mmengine.dist; no-ops in a single process) --------------------------
 def _all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
-    if _dist_on():
-        dist.all_reduce(t, op=dist.ReduceOp.SUM)
+    dist.all_reduce(t, op='sum')
     return t
 
 
 def _broadcast(t: torch.Tensor) -> torch.Tensor:
-    if _dist_on():
-        dist.broadcast(t, src=0)
+    dist.broadcast(t, src=0)
     return t
 
 
 def _all_gather_rows(x: torch.Tensor) -> torch.Tensor:
     """Concatenate (N_r, D) rows of every rank (ranks may hold different N_r)."""
-    if not _dist_on():
+    if dist.get_world_size() == 1:
         return x
-    n = torch.tensor([x.shape[0]], device=x.device)
-    sizes = [torch.zeros_like(n) for _ in range(dist.get_world_size())]
-    dist.all_gather(sizes, n)
-    max_n = int(max(s.item() for s in sizes))
-    padded = x.new_zeros(max_n, x.shape[1])
+    sizes = dist.all_gather(torch.tensor([x.shape[0]], device=x.device))
+    padded = x.new_zeros(int(max(s.item() for s in sizes)), x.shape[1])
     padded[:x.shape[0]] = x
-    out = [torch.zeros_like(padded) for _ in sizes]
-    dist.all_gather(out, padded)
+    out = dist.all_gather(padded)
     return torch.cat([o[:int(s.item())] for o, s in zip(out, sizes)])
 
 
@@ -133,7 +124,7 @@ class EMAVectorQuantizer(nn.Module):
         max_chunk_elems: bound on the distance matrix held at once during search.
     """
 
-    def __init__(self, num_embeddings: int = 8192, embed_dims: int = 256, decay: float = 0.99,
+    def __init__(self, num_embeddings: int = CODEBOOK_SIZE, embed_dims: int = 256, decay: float = 0.99,
                  beta: float = 0.25, eps: float = 1e-5, init: str = 'data',
                  kmeans_iters: int = 10, restart_threshold: float = 0.1,
                  restart_interval: int = 1, max_chunk_elems: int = 1 << 24) -> None:

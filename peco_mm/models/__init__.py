@@ -1,12 +1,8 @@
-"""Registered models: PeCoViT, its video form PeCoTimeSformer, the pyramid adapter, checkpoint
-conversion (and MIM parts)."""
-from .convert import (FORMATS, convert_checkpoint, convert_state_dict, detect_format,
-                      load_checkpoint_file, load_pretrained_vit)
+"""Registered models: PeCoViT, its video form PeCoTimeSformer, the pyramid adapter (and, imported
+on first use, the MIM algorithms). Checkpoint reading and key maps live in `peco_mm.checkpoint`."""
 from .pyramid_adapter import ViTPyramidAdapter, default_pyramid_indices
 from .video_vit import PeCoTimeSformer
-from .vit import ARCH_ZOO, PeCoViT, adapt_state_dict, load_pretrained
+from .vit import ARCH_ZOO, PeCoViT, load_pretrained
 
-__all__ = ['ARCH_ZOO', 'FORMATS', 'PeCoTimeSformer', 'PeCoViT', 'ViTPyramidAdapter',
-           'adapt_state_dict', 'convert_checkpoint', 'convert_state_dict',
-           'default_pyramid_indices', 'detect_format', 'load_checkpoint_file', 'load_pretrained',
-           'load_pretrained_vit']
+__all__ = ['ARCH_ZOO', 'PeCoTimeSformer', 'PeCoViT', 'ViTPyramidAdapter',
+           'default_pyramid_indices', 'load_pretrained']

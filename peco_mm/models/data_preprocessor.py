@@ -15,7 +15,7 @@ from mmpretrain.models.utils import TwoNormDataPreprocessor
 from ..registry import MODELS
 
 
-@MODELS.register_module(force=True)  # replaces the stand-in of peco_mm.registry
+@MODELS.register_module(force=True)  # replaces the stand-in registered by `import peco_mm`
 class OneViewTwoNormDataPreprocessor(TwoNormDataPreprocessor):
     """`TwoNormDataPreprocessor` that also takes one view per sample and gives it to both.
 

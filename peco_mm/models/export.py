@@ -2,7 +2,7 @@
 
 A PeCo pretraining run, a fine-tuned classifier (mmpretrain `ImageClassifier`) or a dense run's
 backbone (mmseg / mmdet, `backbone.*`) is read through the one conversion path
-(`peco_mm.models.convert.convert_checkpoint`), then written in the naming of
+(`peco_mm.checkpoint.convert_checkpoint`), then written in the naming of
 
 - timm's `Beit` (q/v biases, layer scale `gamma_1/2`, shared `rel_pos_bias.*` or per-block
   `blocks.{i}.attn.relative_position_bias_table`, `fc_norm` after mean pooling, `head`), or
@@ -33,9 +33,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .checkpoint import strip_prefix, unwrap
-from .stored_config import parse_config_text
-from .convert import HF_BEIT_NAMES, convert_checkpoint, hf_qkv_names, rename_by_table
+from ..checkpoint import convert_checkpoint, parse_config_text, strip_prefix, unwrap
+from ..checkpoint.keymaps import HF_BEIT_NAMES, hf_qkv_names, rename_by_table
 
 TARGETS = ('timm', 'hf')
 KINDS = ('classifier', 'mim', 'backbone')

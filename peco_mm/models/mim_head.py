@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from mmengine.model import BaseModule
 from torch.nn.init import trunc_normal_
 
+from ..layers.quantizer import CODEBOOK_SIZE
 from ..registry import MODELS
 
 
@@ -33,7 +34,7 @@ class PeCoMIMHead(BaseModule):
 
     def __init__(self,
                  in_channels: int = 768,
-                 num_classes: int = 8192,
+                 num_classes: int = CODEBOOK_SIZE,
                  loss_weight: float = 1.0,
                  init_std: float = 0.02,
                  init_cfg: dict | list | None = None) -> None:

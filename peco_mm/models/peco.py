@@ -17,10 +17,11 @@ import torch.nn as nn
 from mmpretrain.models.selfsup.base import BaseSelfSupervisor
 from mmpretrain.registry import MODELS as MMPRETRAIN_MODELS
 
+from ..layers.pos_embed import patch_grid
 from ..registry import MODELS
 
 
-@MODELS.register_module(force=True)  # replaces the stand-in of peco_mm.registry
+@MODELS.register_module(force=True)  # replaces the stand-in registered by `import peco_mm`
 class PeCo(BaseSelfSupervisor):
     """The MIM algorithm: PeCoViT with a mask token, a frozen tokenizer, a K-way head.
 
@@ -137,7 +138,7 @@ class PeCo(BaseSelfSupervisor):
         img, target_img = inputs[0], inputs[-1]  # one view serves both when only one is given
         mask = torch.stack([ds.mask for ds in data_samples]).flatten(1).bool()  # (B, N)
         codes = self.tokenize(target_img)  # (B, h, w), before the ViT so its memory is freed
-        grid = patch_grid(self.backbone, img)
+        grid = patch_grid(img, self.backbone.patch_size)
         if tuple(codes.shape[-2:]) != grid or grid[0] * grid[1] != mask.shape[1]:
             raise ValueError(
                 f'PeCo: tokenizer latent grid {tuple(codes.shape[-2:])} (from a '
@@ -159,7 +160,7 @@ class PeCo(BaseSelfSupervisor):
     @torch.no_grad()
     def predict_codes(self, img: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Predicted codes at every position of a masked image: (B, h, w) long."""
-        grid = patch_grid(self.backbone, img)
+        grid = patch_grid(img, self.backbone.patch_size)
         feats = self.backbone.forward_features(img, mask.flatten(1).bool())[:, 1:]
         return self.head(feats).argmax(-1).reshape(img.shape[0], *grid)
 
@@ -172,11 +173,6 @@ def build(cfg: dict | nn.Module | None) -> nn.Module | None:
 def gather_tokens(x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
     """x (B, N, C), ids (B, M) -> (B, M, C)."""
     return x.gather(1, ids.unsqueeze(-1).expand(-1, -1, x.shape[-1]))
-
-
-def patch_grid(backbone: nn.Module, img: torch.Tensor) -> tuple[int, int]:
-    p = backbone.patch_size
-    return (-(-img.shape[-2] // p), -(-img.shape[-1] // p))
 
 
 def codebook_size(tg: nn.Module) -> int | None:

@@ -24,11 +24,12 @@ from mmpretrain.models.utils import build_2d_sincos_position_embedding
 from torch.nn.init import trunc_normal_
 
 from ..layers import Block
+from ..layers.pos_embed import patch_grid
 from ..registry import MODELS
-from .peco import PeCo, codebook_size, gather_tokens, patch_grid
+from .peco import PeCo, codebook_size, gather_tokens
 
 
-@MODELS.register_module(force=True)  # replaces the stand-in of peco_mm.registry
+@MODELS.register_module(force=True)  # replaces the stand-in registered by `import peco_mm`
 class PeCoMAEDecoder(BaseModule):
     """MAE's decoder without the output projection: (B, 1+L, C_enc) visible tokens and
     ids_restore (B, N) -> (B, N, embed_dims) hidden states of all patches in image order.
@@ -92,7 +93,7 @@ class PeCoMAEDecoder(BaseModule):
         return self.norm(x)[:, 1:]  # (B, N, D)
 
 
-@MODELS.register_module(force=True)  # replaces the stand-in of peco_mm.registry
+@MODELS.register_module(force=True)  # replaces the stand-in registered by `import peco_mm`
 class PeCoMAE(PeCo):
     """PeCo_MAE: the `PeCo` tokenizer and head on MAE's encoder-decoder.
 
@@ -168,7 +169,7 @@ class PeCoMAE(PeCo):
              ) -> dict[str, torch.Tensor]:
         img, target_img = inputs[0], inputs[-1]
         codes = self.tokenize(target_img)  # (B, h, w)
-        grid = patch_grid(self.backbone, img)
+        grid = patch_grid(img, self.backbone.patch_size)
         if tuple(codes.shape[-2:]) != grid or grid != tuple(self.neck.grid):
             raise ValueError(
                 f'PeCoMAE: tokenizer latent grid {tuple(codes.shape[-2:])} (from a '
@@ -186,7 +187,7 @@ class PeCoMAE(PeCo):
     @torch.no_grad()
     def predict_codes(self, img: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Codes predicted at every position for a given (B, h, w) mask with a fixed count."""
-        grid = patch_grid(self.backbone, img)
+        grid = patch_grid(img, self.backbone.patch_size)
         mask = mask.flatten(1).bool()
         # visible first, in image order; then the masked ones
         order = mask.float().argsort(dim=1, stable=True)  # (B, N)

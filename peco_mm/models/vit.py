@@ -3,7 +3,7 @@
 Implements ViT (Dosovitskiy et al. 2021) with the BEiT options (Bao et al. 2022) PeCo builds
 on (Dong et al., AAAI 2023, Sec. 3.3): q/v bias, shared or per-block relative-position bias,
 layer scale, a learnable mask token. It serves MoCo v3 / MAE / timm / BEiT weights alike
-(see `peco_mm.models.convert`), resizes its position tables to any H×W with torch, and can
+(see `peco_mm.checkpoint`), resizes its position tables to any H×W with torch, and can
 emit the 4-scale pyramid that UperNet and Mask R-CNN consume.
 
 State-dict names follow timm / unilm BEiT (`patch_embed.proj`, `blocks.{i}.attn.qkv`,
@@ -24,8 +24,11 @@ from mmengine.model import BaseModule
 from torch.nn.init import trunc_normal_
 from torch.utils.checkpoint import checkpoint
 
+from ..checkpoint import (convert_checkpoint, convert_state_dict, detect_format, is_url,
+                          read_checkpoint, select_prefix)
+from ..checkpoint.reader import log
 from ..layers import Block, RelativePositionBias, resize_pos_embed
-from ..layers.pos_embed import fit_position_tables
+from ..layers.pos_embed import fit_position_tables, patch_grid
 from ..layers.attention import QKV_BIAS_CHOICES
 from ..registry import MODELS
 from .pyramid_adapter import ViTPyramidAdapter, default_pyramid_indices
@@ -235,15 +238,13 @@ class PeCoViT(BaseModule):
     def from_checkpoint(cls, path: str, **overrides) -> 'PeCoViT':
         """Build the PeCoViT a checkpoint file describes and load its weights strictly.
 
-        Any layout `peco_mm.models.convert` reads (PeCo, BEiT, timm, MAE, MoCo v3, DINO,
+        Any layout `peco_mm.checkpoint` reads (PeCo, BEiT, timm, MAE, MoCo v3, DINO,
         mmpretrain). `overrides` replace inferred arguments (out_type, out_indices, img_size,
         drop_path_rate, ...); `num_heads=` goes into `arch`, and `fmt=` names the source format
         when detection cannot tell. Weights an override makes unnecessary (fc_norm without
         pooled output, mask_token) are skipped with a log line; any other missing or
         unexpected key raises.
         """
-        from .checkpoint import log, read_checkpoint
-        from .convert import convert_checkpoint
         ckpt = read_checkpoint(path)
         fmt = overrides.pop('fmt', None)
         per_block = overrides.get('rel_pos_bias') == 'per_block'
@@ -418,8 +419,7 @@ class PeCoViT(BaseModule):
 
     def patch_grid(self, img: torch.Tensor) -> tuple[int, int]:
         """The (h, w) patch grid of an input (padded up to the patch size)."""
-        p = self.patch_size
-        return (-(-img.shape[-2] // p), -(-img.shape[-1] // p))
+        return patch_grid(img, self.patch_size)
 
     def forward_features(self, x: torch.Tensor, mask: torch.Tensor | None = None
                          ) -> torch.Tensor:
@@ -506,11 +506,6 @@ class PeCoViT(BaseModule):
                                       unexpected_keys, error_msgs)
 
 
-def adapt_state_dict(model: PeCoViT, state_dict: dict, prefix: str = '') -> None:
-    """`model.checkpoint_filter(state_dict, prefix)`, under its former name."""
-    model.checkpoint_filter(state_dict, prefix)
-
-
 def load_pretrained(model: PeCoViT, path: str, prefix: str | None = None,
                     map_location: str = 'cpu') -> tuple[list[str], list[str]]:
     """Load a checkpoint into `model` for `init_cfg=dict(type='Pretrained', ...)`.
@@ -524,9 +519,6 @@ def load_pretrained(model: PeCoViT, path: str, prefix: str | None = None,
     import os.path as osp
 
     from mmengine.logging import print_log
-
-    from .checkpoint import is_url, read_checkpoint, select_prefix
-    from .convert import convert_state_dict, detect_format
 
     if not path or not (is_url(path) or osp.isfile(str(path))):
         raise FileNotFoundError(f'pretrained checkpoint {path!r} not found (set '

@@ -12,7 +12,7 @@ Networks (paper Sec. 3.2 and Table 5):
 - 'vit': ViT-B (MoCo v3; the paper's is trained 100 epochs, the configs default to the
   released 300-epoch one) at blocks 3/6/9/12; any checkpoint format the
   converter reads (MoCo v3, DINO, timm, MAE, BEiT, mmpretrain, peco_mm) through
-  `peco_mm.models.convert.load_pretrained_vit`;
+  `PeCoViT.from_checkpoint`;
 - 'resnet50': torchvision ResNet-50 at the end of each stage (layer1..layer4); torchvision or
   MoCo (v1/v2 `module.encoder_q.*`, v3 `module.base_encoder.*`) state dicts;
 - 'vgg16': torchvision VGG16 at the end of each stage (relu1_2 ... relu5_3), torchvision format.
@@ -29,6 +29,10 @@ from typing import Sequence
 
 import torch
 import torch.nn as nn
+
+from ..checkpoint import cnn_backbone_state_dict, read_checkpoint
+from ..models.vit import PeCoViT
+from ..utils.quiet import quiet_logs
 
 NETS = ('vit', 'resnet50', 'vgg16')
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -132,16 +136,8 @@ class PerceptualLoss(nn.Module):
 
 def quiet_init_weights(module: nn.Module) -> None:
     """init_weights() without mmengine's per-parameter 'value is the same' log lines."""
-    import logging
-
-    from mmengine.logging import MMLogger
-    logger = MMLogger.get_current_instance()
-    level = logger.level
-    logger.setLevel(logging.WARNING)
-    try:
+    with quiet_logs():
         module.init_weights()
-    finally:
-        logger.setLevel(level)
 
 
 # ---- feature networks -------------------------------------------------------------------------
@@ -193,7 +189,6 @@ class VGGFeatures(nn.Module):
 
 
 def build_vit(checkpoint: str | None, layers: Sequence[int], vit_cfg: dict) -> nn.Module:
-    from ..models.vit import PeCoViT
     idx = [int(i) - 1 for i in layers]
     over = dict(drop_path_rate=0.0)
     if checkpoint is None:
@@ -215,23 +210,13 @@ def build_vit(checkpoint: str | None, layers: Sequence[int], vit_cfg: dict) -> n
 
 
 def _load_torchvision_state(checkpoint: str, net: str) -> dict:
-    from ..models.checkpoint import read_checkpoint
     try:
         ckpt = read_checkpoint(checkpoint)
     except Exception as err:
         raise ValueError(f'perceptual loss ({net}): cannot read {checkpoint!r}: {err}') from err
-    sd = ckpt
-    for key in ('state_dict', 'model', 'module'):
-        if isinstance(sd, dict) and isinstance(sd.get(key), dict):
-            sd = sd[key]
-    if not isinstance(sd, dict):
+    sd = cnn_backbone_state_dict(ckpt)
+    if sd is None:
         raise ValueError(f'perceptual loss ({net}): {checkpoint!r} holds no state dict')
-    # MoCo v1/v2 (module.encoder_q.*), MoCo v3 (module.base_encoder.*), DDP (module.*)
-    for prefix in ('module.encoder_q.', 'module.base_encoder.', 'encoder_q.', 'base_encoder.',
-                   'module.', 'backbone.'):
-        if any(k.startswith(prefix) for k in sd):
-            sd = {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
-            break
     return sd
 
 

@@ -29,17 +29,17 @@ import torch.nn.functional as F
 import torch.nn as nn
 from mmengine.model import BaseDataPreprocessor, BaseModel
 
-from ..layers.quantizer import EMAVectorQuantizer, codebook_stats
-from ..models.checkpoint import is_url, read_checkpoint
-from ..models.stored_config import parse_config_text
+from ..layers.quantizer import CODEBOOK_SIZE, EMAVectorQuantizer, codebook_stats
+from ..checkpoint import is_url, parse_config_text, read_checkpoint, tokenizer_state_dict
 from ..registry import MODELS
+from ..utils.image import TOKENIZER_MEAN as INPUT_MEAN
+from ..utils.image import TOKENIZER_STD as INPUT_STD
+from ..utils.image import to_uint8
 from .cnn import CNNDecoder, CNNEncoder
 from .codeword_loss import CODEWORD_LOSSES, build_codeword_loss
 from .discriminator import PatchDiscriminator, discriminator_loss, generator_loss
 from .perceptual import PerceptualLoss
 
-INPUT_MEAN = (127.5, 127.5, 127.5)
-INPUT_STD = (127.5, 127.5, 127.5)
 ENCODER_TYPES = ('cnn', 'vit')
 PIXEL_LOSSES = ('l1', 'l2')
 # the PeCoTokenizer arguments that fix the encoder / decoder / codebook shapes: what a
@@ -235,7 +235,7 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
                  dropout: float = 0.0,
                  vit_cfg: dict | None = None,
                  decoder_vit_cfg: dict | None = None,
-                 num_embeddings: int = 8192,
+                 num_embeddings: int = CODEBOOK_SIZE,
                  embed_dims: int = 256,
                  decay: float = 0.99,
                  beta: float = 0.25,
@@ -429,7 +429,8 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
         for i in range(img.shape[0]):
             out = dict(codes=codes[i].cpu(), num_embeddings=self.num_embeddings,
                        pooled_codeword=pooled[i].float().cpu(),
-                       img=to_uint8(img[i]).cpu(), recon=to_uint8(recon[i]).cpu())
+                       img=torch.from_numpy(to_uint8(img[i])).movedim(-1, 0),
+                       recon=torch.from_numpy(to_uint8(recon[i])).movedim(-1, 0))
             label = _gt_label(data_samples, i)
             if label is not None:
                 out['gt_label'] = label
@@ -519,7 +520,7 @@ class FrozenPeCoTokenizer(TokenizerEncoding, nn.Module):
         self.channels_last = channels_last
         self.encode_bf16 = encode_bf16
         self.encoder, self.decoder = build_codec(with_decoder=with_decoder, **_codec_args(arch))
-        self.quantizer = EMAVectorQuantizer(arch.get('num_embeddings', 8192),
+        self.quantizer = EMAVectorQuantizer(arch.get('num_embeddings', CODEBOOK_SIZE),
                                             arch.get('embed_dims', 256), init='random',
                                             restart_threshold=0.0)
         load_tokenizer_state(self, self.checkpoint, ckpt)
@@ -536,11 +537,6 @@ class FrozenPeCoTokenizer(TokenizerEncoding, nn.Module):
 
     def forward(self, img: torch.Tensor) -> torch.Tensor:
         return self.encode(img)
-
-
-def to_uint8(img: torch.Tensor) -> torch.Tensor:
-    """[-1, 1] float (3, H, W) -> uint8 RGB (3, H, W)."""
-    return ((img.float() + 1) * 127.5).round().clamp(0, 255).to(torch.uint8)
 
 
 def _gt_label(data_samples, i: int):
@@ -632,16 +628,6 @@ def infer_cnn_arch(sd: dict) -> dict | None:
     K, D = sd['quantizer.embedding'].shape
     return dict(encoder_type='cnn', base_channels=base, channel_mult=mult,
                 num_res_blocks=len(blocks[0]), num_embeddings=K, embed_dims=D)
-
-
-def tokenizer_state_dict(ckpt: dict) -> dict:
-    """The state dict of a checkpoint with a DDP / pretraining prefix stripped, so that the
-    tokenizer's keys read `encoder.*`, `quantizer.*`, `decoder.*`."""
-    sd = ckpt.get('state_dict', ckpt)
-    for prefix in ('module.', 'target_generator.', 'tokenizer.'):
-        if any(k.startswith(prefix + 'encoder.') for k in sd):
-            sd = {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
-    return sd
 
 
 def _codec_args(arch: dict) -> dict:

@@ -7,6 +7,7 @@ import os
 
 import torch
 import torch.distributed as dist
+from mmengine import dist as mmdist
 
 
 def init_from_env(device: str | None = None) -> tuple[int, int, str]:
@@ -27,20 +28,20 @@ def init_from_env(device: str | None = None) -> tuple[int, int, str]:
 
 def sum_over_ranks(values: dict[str, float], device: str = 'cpu') -> dict[str, float]:
     """The element-wise sum of `values` over all ranks (itself in one process)."""
-    if not (dist.is_available() and dist.is_initialized()):
+    if mmdist.get_world_size() == 1:
         return dict(values)
     t = torch.tensor(list(values.values()), dtype=torch.float64, device=device)
-    dist.all_reduce(t)
+    mmdist.all_reduce(t, op='sum')
     return dict(zip(values, t.tolist()))
 
 
 def barrier() -> None:
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
+    mmdist.barrier()  # a no-op in one process
 
 
 def finish() -> None:
-    """Leave the process group (a no-op in one process)."""
-    if dist.is_available() and dist.is_initialized():
-        dist.barrier()
+    """Wait for every rank, then leave the process group (a no-op in one process): the last
+    call of a torchrun worker, so no rank exits while another still talks to it."""
+    if mmdist.is_distributed():
+        mmdist.barrier()
         dist.destroy_process_group()

@@ -9,7 +9,6 @@ preprocessors do it: the tokenizer's [-1, 1] range is `mean = std = 127.5` (`TOK
 """
 from __future__ import annotations
 
-import os
 import os.path as osp
 from pathlib import Path
 from typing import Sequence
@@ -33,9 +32,9 @@ def find_images(root: str | Path) -> list[str]:
         return [root]
     if not osp.isdir(root):
         raise FileNotFoundError(f'{root!r} is neither an image file nor a folder')
-    found = []
-    for d, _, files in os.walk(root):
-        found += [osp.join(d, f) for f in files if f.lower().endswith(IMAGE_EXTS)]
+    from mmengine.utils import scandir
+    found = [osp.join(root, f) for f in scandir(root, IMAGE_EXTS, recursive=True,
+                                                 case_sensitive=False)]
     if not found:
         raise FileNotFoundError(f'no images ({", ".join(IMAGE_EXTS)}) under {root!r}')
     return sorted(found)
@@ -120,13 +119,13 @@ def image_grid(rows: Sequence[torch.Tensor | np.ndarray], pad: int = 2,
     if any(r.shape[1:] != (H, W, 3) for r in rows):
         raise ValueError(f'image_grid: every image must be {H}x{W} RGB, got row shapes '
                          f'{[r.shape for r in rows]}')
+    from torchvision.utils import make_grid
     cols = max(len(r) for r in rows)
-    grid = np.full((len(rows) * (H + pad) + pad, cols * (W + pad) + pad, 3), 255, np.uint8)
-    for i, row in enumerate(rows):
-        for j, img in enumerate(row):
-            y, x = pad + i * (H + pad), pad + j * (W + pad)
-            grid[y:y + H, x:x + W] = img
-    return grid
+    white = np.full((1, H, W, 3), 255, np.uint8)  # fills the end of a shorter row
+    tiles = np.concatenate([np.concatenate([r] + [white] * (cols - len(r))) for r in rows])
+    grid = make_grid(torch.from_numpy(tiles).permute(0, 3, 1, 2), nrow=cols, padding=pad,
+                     pad_value=255)  # (3, R(H + pad) + pad, cols(W + pad) + pad)
+    return grid.permute(1, 2, 0).numpy()
 
 
 def side_by_side_grid(img: torch.Tensor, recon: torch.Tensor, pad: int = 2) -> np.ndarray:
@@ -136,12 +135,12 @@ def side_by_side_grid(img: torch.Tensor, recon: torch.Tensor, pad: int = 2) -> n
 
 
 def save_png(array: np.ndarray, path: str | Path, scale: int = 1) -> Path:
-    """Write (H, W, 3) uint8 as PNG (nearest-neighbour upscaled by `scale`), making folders."""
-    from PIL import Image
-    im = Image.fromarray(array)
+    """Write (H, W, 3) uint8 RGB as PNG (nearest-neighbour upscaled by `scale`), making
+    folders."""
+    import mmcv
     if scale != 1:
-        im = im.resize((im.width * scale, im.height * scale), Image.NEAREST)
+        array = mmcv.imrescale(array, scale, interpolation='nearest')
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    im.save(path)
+    if not mmcv.imwrite(np.ascontiguousarray(array[..., ::-1]), str(path), auto_mkdir=True):
+        raise OSError(f'could not write {str(path)!r}')
     return path

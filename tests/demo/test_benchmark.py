@@ -41,7 +41,7 @@ def test_step_flops_scale_from_one_image_to_the_batch():
     # models, checked here against a count at batch 4 (forward, backward, frozen tokenizer)
     from torch.utils.flop_counter import FlopCounterMode
 
-    from peco_mm.utils import benchmark as bm
+    from peco_mm.tooling import benchmark as bm
     s = bm.pretrain_sizes(smoke=True)
     for name in ('peco', 'peco_mae', 'mae'):
         model = bm.build_pretrain_model(name, s).train()
@@ -69,7 +69,7 @@ def test_repeats_run_fresh_processes_per_allocator_and_report_median_and_range(t
 
 
 def test_peak_memory_counts_live_storages():
-    from peco_mm.utils.memory import PeakMemory
+    from peco_mm.tooling.memory import PeakMemory
     with PeakMemory() as mem:
         a = torch.empty(1000)  # 4000 bytes
         b = torch.empty(500, dtype=torch.float64)  # 4000
@@ -88,7 +88,7 @@ def test_peak_memory_of_a_train_step_matches_the_arithmetic():
     """Linear 256 -> 512 without bias, batch 8, SGD with momentum: the peak is reached in the
     second step's optimizer update: weight + its gradient + momentum buffer + the input (the
     forward output is freed once backward has used it)."""
-    from peco_mm.utils.memory import PeakMemory, model_state_tensors
+    from peco_mm.tooling.memory import PeakMemory, model_state_tensors
     torch.manual_seed(0)
     net = torch.nn.Linear(256, 512, bias=False)
     opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
@@ -109,7 +109,7 @@ def test_memory_plan_extrapolates_and_says_so(capsys):
     peak measured at batch 16 within 1 %, and the CLI marks its CPU figures as estimated.
     (Below batch 4 this model's backward peak is set by its gradients, not by the
     activations: measure where the activations dominate.)"""
-    from peco_mm.utils import benchmark as bm
+    from peco_mm.tooling import benchmark as bm
     config = str(ROOT / 'configs' / 'demo' / 'finetune_tiny_cls.py')
     cfg = bm.load_config(config)
     # the config trains with bf16 AMP, which 'auto' follows; the fit is checked in fp32
@@ -136,7 +136,7 @@ def test_memory_plan_extrapolates_and_says_so(capsys):
 
 
 def test_step_memory_takes_the_highest_phase_line():
-    from peco_mm.utils.memory import StepMemory
+    from peco_mm.tooling.memory import StepMemory
     m = StepMemory.fit({1: dict(forward=110., backward=150., optimizer=200.),
                         3: dict(forward=130., backward=170., optimizer=200.)})
     assert m.fixed == dict(forward=100., backward=140., optimizer=200.)
@@ -156,7 +156,7 @@ def test_random_weights_give_a_frozen_target_a_random_tokenizer_file(tmp_path):
     from mmengine.config import ConfigDict
     from mmengine.registry import MODELS, DefaultScope
 
-    from peco_mm.utils.benchmark import random_weights
+    from peco_mm.tooling.benchmark import random_weights
     tiny = dict(base_channels=16, channel_mult=(1, 2, 2, 4), num_res_blocks=1, embed_dims=16,
                 num_embeddings=16)
     model_cfg = ConfigDict(
@@ -213,8 +213,8 @@ def test_gpu_check_runs_its_cpu_part_and_lists_what_it_skipped(tmp_path):
 
 def test_gpu_check_sections_run_on_any_device():
     # the CUDA sections take the device as an argument: on the CPU they run at toy sizes
-    from peco_mm.utils import benchmark as bm
-    from peco_mm.utils import gpu_check as gc
+    from peco_mm.tooling import benchmark as bm
+    from peco_mm.tooling import gpu_check as gc
     assert all(r['passed'] for r in gc.check_mmcv_ops('cpu'))
     peak = bm.gemm_gflops('cpu', n=512) / 1000  # TFLOP/s
     rows = gc.mfu_rows('cpu', peak, batch=2, steps=1, warmup=0, smoke=True)
@@ -232,7 +232,7 @@ def test_gpu_check_sections_run_on_any_device():
     ('NVIDIA L4', 'L4'), ('NVIDIA L40S', 'L40S'), ('NVIDIA GeForce RTX 4090', 'RTX 4090'),
     ('Tesla V100-SXM2-16GB', None)])
 def test_card_peaks_match_device_names(name, card):
-    from peco_mm.utils.gpu_check import card_peak
+    from peco_mm.tooling.gpu_check import card_peak
     got = card_peak(name)
     assert (got[0] if got else None) == card
 
@@ -249,3 +249,28 @@ def test_precision_rows_are_tagged_and_compared_with_their_own_gemm_rate():
     assert '200 (50%)' in bench.md_tokenizer(rows, peak=100.0)[2]  # of 400, not of 100
     args = bench.parse_args(['pretrain', '--precision', 'fp32', 'bf16'])
     assert args.precision == ['fp32', 'bf16']
+
+
+def test_target_bf16_runs_the_frozen_encoder_in_bf16(monkeypatch):
+    """`--target-bf16` puts PeCo's target encoder under bf16 autocast (its convolutions see
+    bf16), tags the row, and leaves a model without a tokenizer untouched."""
+    from peco_mm.tooling import benchmark as bm
+    built, seen = {}, []
+    build = bm.build_pretrain_model
+
+    def recording_build(name, s):
+        built[name] = model = build(name, s)
+        target = getattr(model, 'target_generator', None)
+        if target is not None:
+            conv = next(m for m in target.encoder.modules() if isinstance(m, torch.nn.Conv2d))
+            conv.register_forward_hook(lambda m, i, o: seen.append(o.dtype))
+        return model
+
+    monkeypatch.setattr(bm, 'build_pretrain_model', recording_build)
+    rows = bm.bench_pretrain(['peco', 'mae'], 2, 1, 0, 'cpu', 'bf16', smoke=True,
+                             target_bf16=True)
+    assert [r['model'] for r in rows] == ['peco (bf16 target)', 'mae']
+    assert seen and set(seen) == {torch.bfloat16}
+    seen.clear()
+    bm.bench_pretrain(['peco'], 2, 1, 0, 'cpu', 'bf16', smoke=True)  # the default: fp32
+    assert seen and set(seen) == {torch.float32}

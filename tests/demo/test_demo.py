@@ -147,7 +147,7 @@ def test_view_retrieval_rewards_invariance_only():
     augmentation destroys, or that tell nothing apart, do not."""
     import torch
 
-    from peco_mm.utils.demo_checks import view_retrieval
+    from peco_mm.tooling.demo_checks import view_retrieval
     rng = np.random.default_rng(0)
     images = [rng.integers(0, 256, (16, 16, 3), dtype=np.uint8) for _ in range(20)]
     grey = [[], [dict(type='RandomGrayscale', prob=1.0, keep_channels=True,
@@ -169,7 +169,7 @@ def test_view_retrieval_rewards_invariance_only():
 
 
 def test_demo_data_is_deterministic_and_in_host_layouts(tmp_path):
-    from peco_mm.utils import HELD_OUT_PHOTOS, make_demo_data
+    from peco_mm.tooling.demo_data import HELD_OUT_PHOTOS, make_demo_data
     a = make_demo_data(tmp_path / 'a', quick=True)
     make_demo_data(tmp_path / 'b', quick=True)
     fa = sorted(p.relative_to(tmp_path / 'a') for p in (tmp_path / 'a').rglob('*') if p.is_file())

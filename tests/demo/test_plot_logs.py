@@ -38,7 +38,7 @@ def runs(tmp_path):
 
 
 def test_resumed_run_is_one_curve(runs):
-    from peco_mm.utils.logs import last_metrics, match_keys, read_scalars, series
+    from peco_mm.tooling.logs import last_metrics, match_keys, read_scalars, series
     recs = read_scalars(runs[0])
     assert series(recs, 'loss') == ([10, 20, 30], [1.0, 0.8, 0.5])
     assert match_keys(recs, ['loss*']) == ['loss', 'loss_pixel']

@@ -4,7 +4,7 @@ its tables."""
 import numpy as np
 from PIL import Image
 
-from peco_mm.utils.study_report import (check_report, comparison, markdown_table, parse_cell,
+from peco_mm.tooling.study_report import (check_report, comparison, markdown_table, parse_cell,
                                         cell, verdict)
 
 
@@ -47,7 +47,7 @@ def test_check_report_accepts_its_own_report_and_catches_contradictions():
 
 
 def test_shape_world_is_deterministic_and_in_host_layouts(tmp_path):
-    from peco_mm.utils.shape_world import CLASSES, make_world
+    from peco_mm.tooling.shape_world import CLASSES, make_world
     kw = dict(n_pretrain=12, per_class=1, val_per_class=2, judge_per_class=1)
     a = make_world(tmp_path / 'a', **kw)
     make_world(tmp_path / 'b', **kw)
@@ -68,7 +68,7 @@ def test_shape_world_is_deterministic_and_in_host_layouts(tmp_path):
 def test_nuisances_vary_while_the_class_is_the_shape():
     """Two images of one class differ in colour far more than the masks of one shape at one
     pose differ: the pixels carry the nuisances."""
-    from peco_mm.utils.shape_world import render, shape_alpha
+    from peco_mm.tooling.shape_world import render, shape_alpha
     rng = np.random.default_rng(0)
     imgs = [render(rng, 32, 0)[0].astype(float) for _ in range(20)]
     means = np.stack([im.mean((0, 1)) for im in imgs])
@@ -81,7 +81,7 @@ def test_report_compares_every_trained_row_with_chance(tmp_path):
     """The downstream table ends with a chance row, every trained row is compared with it in
     every column it has, and the conclusions agree with the tables (check_report)."""
     from tests.conftest import load_tool
-    from peco_mm.utils.study_report import parse_tables
+    from peco_mm.tooling.study_report import parse_tables
     study_tool = load_tool('study')
     study = study_tool.Study(str(tmp_path), 'quick', seeds=3)
     tok = {'tokenizer/psnr': 20.0, 'tokenizer/ssim': 0.5, 'tokenizer/perceptual': 1.0,

@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import ROOT
 
 # the generators live in peco_mm.utils (make demo uses them too); class k is COLOURS[k - 1]
-from peco_mm.utils.demo_data import COCO_CATS, COLOURS, make_ade, make_coco  # noqa: E402,F401
+from peco_mm.tooling.demo_data import COCO_CATS, COLOURS, make_ade, make_coco  # noqa: E402,F401
 
 
 # The tests run the demo's toy configs (configs/demo/*_tiny_shapes.py: width 64, 4 blocks

@@ -17,7 +17,7 @@ import peco_mm  # noqa: F401
 from peco_mm.engine.launch import cpu_mixed_precision
 from peco_mm.engine.optimizers import AutocastOptimWrapper
 from peco_mm.layers.quantizer import EMAVectorQuantizer, nearest_codes
-from peco_mm.utils import benchmark as bm
+from peco_mm.tooling import benchmark as bm
 from tests.conftest import ROOT
 
 TINY_VIT = dict(arch=dict(embed_dims=64, num_layers=2, num_heads=4), img_size=64, patch_size=8)

@@ -234,7 +234,7 @@ def test_shipped_pretrain_configs_state_the_paper_settings():
 
 
 def test_benchmark_smoke_runs_all_four_models():
-    from peco_mm.utils.benchmark import PRETRAIN_MODELS, bench_pretrain
+    from peco_mm.tooling.benchmark import PRETRAIN_MODELS, bench_pretrain
     res = bench_pretrain(PRETRAIN_MODELS, batch=4, steps=1, warmup=1, device='cpu', smoke=True)
     assert [r['model'] for r in res] == ['peco', 'beit', 'mae', 'peco_mae']
     assert all(r['ms_per_step'] > 0 and r['trainable_m'] > 0 for r in res)

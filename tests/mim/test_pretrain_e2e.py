@@ -65,7 +65,7 @@ def build_pretrained(cfg_path: str, ckpt: str):
 
 def test_checkpoint_initialises_downstream_vit(peco_run):
     from peco_mm.models import PeCoViT
-    from peco_mm.models.convert import convert_state_dict
+    from peco_mm.checkpoint import convert_state_dict
     pre = build_pretrained(peco_run[0], peco_run[2])
     # the fine-tuning config's backbone: per-block tables copied from the shared one
     opts = dict(arch=TINY_VIT, img_size=32, patch_size=8, qkv_bias='qv', use_abs_pos_emb=True,

@@ -1,4 +1,4 @@
-"""One checkpoint path: `models/checkpoint.py` reads files (no model imported, no mmengine
+"""One checkpoint path: `peco_mm/checkpoint/` reads files (no model imported, no mmengine
 private loader), `PeCoViT.checkpoint_filter` is the one table adapter, and
 `PeCoViT.from_checkpoint` builds and loads a ViT from any supported file."""
 import ast
@@ -8,44 +8,25 @@ import pytest
 import timm
 import torch
 
-import peco_mm.models.convert as convert
+import peco_mm.checkpoint
+from peco_mm.checkpoint import read_checkpoint, select_prefix, strip_prefix, unwrap
 from peco_mm.layers import resize_rel_pos_table
 from peco_mm.models import PeCoViT
-from peco_mm.models.checkpoint import (read_checkpoint, select_prefix, strip_prefix,
-                                       unwrap)
 
-MODELS_DIR = Path(convert.__file__).parent
+CHECKPOINT_DIR = Path(peco_mm.checkpoint.__file__).parent
 KW = dict(arch=dict(embed_dims=32, num_layers=2, num_heads=2), img_size=32, patch_size=8)
 
 
-def imported_modules(path: Path, skip_functions=()) -> set[str]:
-    """Modules a file imports (relative ones with their dots), outside `skip_functions`."""
-    tree = ast.parse(path.read_text())
-    skipped = {id(n) for f in ast.walk(tree) if isinstance(f, ast.FunctionDef)
-               and f.name in skip_functions for n in ast.walk(f)}
-    names = set()
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
-        if isinstance(node, ast.ImportFrom):
-            names.add('.' * node.level + (node.module or ''))
-        elif isinstance(node, ast.Import):
-            names.update(a.name for a in node.names)
-    return names
-
-
-def test_dependencies_run_one_way():
-    ckpt_imports = imported_modules(MODELS_DIR / 'checkpoint.py')
-    assert not {m for m in ckpt_imports if m.startswith('.') and m.lstrip('.') and
-                not m.startswith('..engine') and m != '.stored_config'
-                }, ckpt_imports  # no sibling model module but the pure config-text reader
-    assert {m.split('.')[0] for m in imported_modules(MODELS_DIR / 'stored_config.py')} <= {
-        '__future__', 'ast'}  # pure: reads text, imports nothing of the project
-    # convert.py reads through checkpoint.py and never needs the model (the old name
-    # `load_pretrained_vit` is resolved lazily by the module's __getattr__ only)
-    conv_imports = imported_modules(MODELS_DIR / 'convert.py', skip_functions=('__getattr__',))
-    assert '.checkpoint' in conv_imports and '.vit' not in conv_imports
-    for f in MODELS_DIR.glob('*.py'):
+def test_the_config_reader_is_pure_and_no_private_loader_is_used():
+    """Reading stored config text imports nothing of the project (the package's place in the
+    layers is checked by tests/test_layering.py), and no module reads weights through
+    mmengine's private `_load_checkpoint`."""
+    tree = ast.parse((CHECKPOINT_DIR / 'stored_config.py').read_text())
+    roots = {(n.module or '').split('.')[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    roots |= {a.name.split('.')[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+              for a in n.names}
+    assert roots <= {'__future__', 'ast'}, roots
+    for f in list(CHECKPOINT_DIR.glob('*.py')) + list(CHECKPOINT_DIR.parent.glob('models/*.py')):
         assert '_load_checkpoint' not in f.read_text(), f
 
 
@@ -70,7 +51,7 @@ def test_read_checkpoint_safe_by_default(tmp_path):
     hub = MessageHub('test_read_checkpoint')
     hub.update_scalar('train/loss', 1.0)
     ok = tmp_path / 'mmengine.pth'
-    from peco_mm.engine.compat import history_buffers_without_methods
+    from peco_mm.checkpoint.mmengine_loaders import history_buffers_without_methods
     with history_buffers_without_methods():  # as the launchers' checkpoint hook saves
         torch.save({'state_dict': {'w': torch.ones(2)}, 'meta': {'epoch': 1},
                     'message_hub': hub.state_dict()}, ok)
@@ -100,7 +81,6 @@ def test_from_checkpoint_timm_file(tmp_path):
     x = torch.randn(2, 3, 32, 32)
     torch.testing.assert_close(model.forward_features(x), src.forward_features(x), atol=1e-5,
                                rtol=0)
-    assert convert.load_pretrained_vit == PeCoViT.from_checkpoint  # the old name
 
 
 def test_checkpoint_filter_is_the_one_adapter():
@@ -118,7 +98,7 @@ def test_checkpoint_filter_is_the_one_adapter():
     # load_state_dict goes through it; so does the converter's img_size option
     dst.load_state_dict(sd)
     torch.testing.assert_close(dst.blocks[1].rel_pos_bias.relative_position_bias_table, expect)
-    conv, _ = convert.convert_state_dict({'state_dict': sd}, img_size=48, per_block_rel_pos=True)
+    conv, _ = peco_mm.checkpoint.convert_state_dict({'state_dict': sd}, img_size=48, per_block_rel_pos=True)
     torch.testing.assert_close(conv['blocks.0.rel_pos_bias.relative_position_bias_table'],
                                expect)
     wide = PeCoViT(**{**KW, 'arch': dict(embed_dims=64, num_layers=2, num_heads=2)})
@@ -126,7 +106,7 @@ def test_checkpoint_filter_is_the_one_adapter():
         wide.checkpoint_filter(dict(sd))
 
 
-TOOL = MODELS_DIR.parents[1] / 'tools' / 'convert_checkpoint.py'
+TOOL = CHECKPOINT_DIR.parents[1] / 'tools' / 'convert_checkpoint.py'
 
 
 def test_convert_tool_help_before_torch_and_result_object(tmp_path):
@@ -161,7 +141,7 @@ def test_read_checkpoint_leaves_the_process_allow_list_alone(tmp_path):
     from mmengine.logging import HistoryBuffer
     buf = HistoryBuffer()
     buf.update(2.0)
-    from peco_mm.engine.compat import history_buffers_without_methods
+    from peco_mm.checkpoint.mmengine_loaders import history_buffers_without_methods
     with history_buffers_without_methods():
         torch.save({'state_dict': {'w': torch.ones(1)}, 'message_hub': {'b': buf}},
                    tmp_path / 'ckpt.pth')

@@ -16,8 +16,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from peco_mm.models.convert import (FORMATS, convert_checkpoint, convert_state_dict,
-                                    detect_format, load_pretrained_vit)
+from peco_mm.checkpoint import FORMATS, convert_checkpoint, convert_state_dict, detect_format
 from peco_mm.models.vit import PeCoViT
 
 timm_vit = pytest.importorskip('timm.models.vision_transformer')
@@ -359,13 +358,13 @@ def test_cli_round_trip_and_pretrained_init(tmp_path, capsys):
     torch.testing.assert_close(model.forward_features(x), ref_tokens(x), atol=ATOL, rtol=0)
 
 
-def test_load_pretrained_vit(tmp_path):
+def test_from_checkpoint(tmp_path):
     with pytest.raises(FileNotFoundError, match='nowhere.pth'):
-        load_pretrained_vit(str(tmp_path / 'nowhere.pth'))
+        PeCoViT.from_checkpoint(str(tmp_path / 'nowhere.pth'))
     ckpt, ref_tokens, _ = src_mocov3()
     path = tmp_path / 'moco.pth'
     torch.save(ckpt, path)
-    model = load_pretrained_vit(str(path), num_heads=4)
+    model = PeCoViT.from_checkpoint(str(path), num_heads=4)
     model.eval()
     x = images()
     with torch.no_grad():
@@ -374,7 +373,7 @@ def test_load_pretrained_vit(tmp_path):
     assert len(outs) == 2 and outs[0].shape == (2, 17, 64)
     torch.save({'weights': {'a': torch.zeros(1)}}, tmp_path / 'odd.pth')
     with pytest.raises(ValueError, match="top-level keys \\['weights'\\]"):
-        load_pretrained_vit(str(tmp_path / 'odd.pth'))
+        PeCoViT.from_checkpoint(str(tmp_path / 'odd.pth'))
 
 
 def test_every_format_is_tested():
@@ -387,6 +386,6 @@ def test_safetensors_timm_file(tmp_path):
     sd, ref_tokens, _ = src_timm_vit()
     path = tmp_path / 'model.safetensors'  # how timm / the HF hub ship weights today
     safetensors.save_file({k: v.contiguous() for k, v in sd.items()}, str(path))
-    model = load_pretrained_vit(str(path), num_heads=4).eval()
+    model = PeCoViT.from_checkpoint(str(path), num_heads=4).eval()
     x = images()
     torch.testing.assert_close(model.forward_features(x), ref_tokens(x), atol=ATOL, rtol=0)

@@ -14,8 +14,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from peco_mm.models.checkpoint import read_checkpoint
-from peco_mm.models.convert import convert_checkpoint
+from peco_mm.checkpoint import convert_checkpoint, read_checkpoint
 from peco_mm.models.export import (CITATION_BIBTEX, read_config_text, read_export_source,
                                    timm_file_call, to_hf, to_timm, write_export)
 from peco_mm.models.vit import PeCoViT

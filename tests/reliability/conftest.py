@@ -27,7 +27,7 @@ def write_cls(path, data, iters=4, interval=2, keep=1, lr=2e-3, extra=''):
 
 @pytest.fixture
 def cls_data(tmp_path):
-    from peco_mm.utils import make_class_folder
+    from peco_mm.tooling.demo_data import make_class_folder
     make_class_folder(tmp_path / 'data' / 'train', per_class=4)
     make_class_folder(tmp_path / 'data' / 'val', seed=1, per_class=2)
     return tmp_path / 'data'

@@ -56,3 +56,41 @@ def test_normalize_read_only_array_does_not_warn():
         warnings.simplefilter('error')
         x = normalize(rgb)
     assert x.shape == (3, 4, 4) and bool((x == 1).all())
+
+
+def test_image_grid_layout_and_white_padding():
+    """Rows of different lengths on white, `pad` pixels around and between the tiles."""
+    from peco_mm.utils.image import image_grid
+    a = np.stack([np.full((4, 5, 3), v, np.uint8) for v in (10, 20, 30)])  # (3, 4, 5, 3)
+    b = np.stack([np.full((4, 5, 3), 40, np.uint8)])  # a row of one
+    grid = image_grid([a, b], pad=2)
+    assert grid.shape == (2 * (4 + 2) + 2, 3 * (5 + 2) + 2, 3) and grid.dtype == np.uint8
+    for j, v in enumerate((10, 20, 30)):
+        x = 2 + j * 7
+        assert (grid[2:6, x:x + 5] == v).all()
+    assert (grid[8:12, 2:7] == 40).all()
+    assert (grid[8:12, 9:] == 255).all()  # the missing tiles and the padding are white
+    assert (grid[:2] == 255).all() and (grid[6:8] == 255).all()
+
+
+def test_find_images_is_recursive_sorted_and_case_blind(tmp_path):
+    from peco_mm.utils.image import find_images
+    (tmp_path / 'b').mkdir()
+    for name in ('b/x.PNG', 'a.jpg', 'notes.txt'):
+        (tmp_path / name).write_bytes(b'')
+    assert find_images(tmp_path) == [str(tmp_path / 'a.jpg'), str(tmp_path / 'b' / 'x.PNG')]
+    (tmp_path / 'empty').mkdir()
+    with pytest.raises(FileNotFoundError, match='no images'):
+        find_images(tmp_path / 'empty')
+
+
+def test_save_png_round_trip_and_nearest_upscale(tmp_path):
+    from peco_mm.utils.image import read_rgb, save_png
+    rgb = np.zeros((2, 3, 3), np.uint8)
+    rgb[0, 0] = (255, 0, 0)  # red stays red: the RGB order survives the write
+    rgb[1, 2] = (0, 0, 255)
+    path = save_png(rgb, tmp_path / 'deep' / 'x.png', scale=2)
+    out = read_rgb(path)
+    assert out.shape == (4, 6, 3)
+    assert (out[:2, :2] == (255, 0, 0)).all() and (out[2:, 4:] == (0, 0, 255)).all()
+    assert (out[:2, 2:4] == 0).all()

@@ -140,7 +140,7 @@ def test_tokenizer_skips_through_the_shared_guard(tmp_path, isolated_mmengine):
 
     from peco_mm.engine.launch import run
     from peco_mm.registry import HOOKS
-    from peco_mm.utils import make_class_folder
+    from peco_mm.tooling.demo_data import make_class_folder
     from tests.reliability.test_resume_mismatch import TOKENIZER, tokenizer_opts
 
     @HOOKS.register_module(force=True)

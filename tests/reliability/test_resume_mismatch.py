@@ -19,7 +19,7 @@ def tokenizer_opts(data, embed_dims, iters=1):
 
 @pytest.fixture
 def tok_data(tmp_path):
-    from peco_mm.utils import make_class_folder
+    from peco_mm.tooling.demo_data import make_class_folder
     make_class_folder(tmp_path / 'data' / 'train', size=64, per_class=2)
     return tmp_path / 'data'
 

@@ -40,7 +40,7 @@ def main() -> None:
     sys.path.insert(0, ROOT)
     from peco_mm.engine.launch import run
     from peco_mm.tokenizer import PeCoTokenizer
-    from peco_mm.utils import make_class_folder
+    from peco_mm.tooling.demo_data import make_class_folder
     tmp = tempfile.mkdtemp()
     try:
         make_class_folder(osp.join(tmp, 'data', 'train'), per_class=2, size=32)

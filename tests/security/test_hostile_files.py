@@ -41,7 +41,7 @@ model = dict(backbone=dict(img_size=32, patch_size=4),
 def corpus(tmp_path_factory):
     root = tmp_path_factory.mktemp('hostile')
     files, marker, texts = build_corpus(root)
-    from peco_mm.utils import make_class_folder
+    from peco_mm.tooling.demo_data import make_class_folder
     make_class_folder(root / 'data' / 'train', per_class=1, size=32)
     make_class_folder(root / 'data' / 'val', per_class=1, size=32, seed=1)
     (root / 'cls.py').write_text(TINY_CLS.format(root=ROOT, data=root / 'data'))
@@ -195,7 +195,7 @@ def refuse_all(routes: dict, names, corpus, runner) -> list[str]:
 @pytest.mark.parametrize('group', ['read_checkpoint', *ROUTES])
 def test_every_route_refuses_every_hostile_file(group, corpus, runner, monkeypatch,
                                                 isolated_mmengine):  # noqa: F811
-    from peco_mm.models.checkpoint import read_checkpoint
+    from peco_mm.checkpoint import read_checkpoint
     routes = ({'read_checkpoint': lambda p, c: read_checkpoint(p)} if group == 'read_checkpoint'
               else ROUTES[group]())
     monkeypatch.syspath_prepend(str(corpus.root))  # where the custom_imports plugin lies
@@ -258,7 +258,7 @@ def test_every_mmengine_scheme_reads_through_the_gate(corpus):
     and URLs with read_checkpoint and refuses the remote stores it cannot read safely."""
     from mmengine.runner.checkpoint import CheckpointLoader, _load_checkpoint
 
-    from peco_mm.engine.compat import MMENGINE_SCHEMES, load_from_weights_only
+    from peco_mm.checkpoint import MMENGINE_SCHEMES, load_from_weights_only
     schemes = CheckpointLoader._schemes  # (mmengine's table; read only)
     assert set(MMENGINE_SCHEMES) <= set(schemes)
     assert {p: f for p, f in schemes.items() if f is not load_from_weights_only} == {}

@@ -23,13 +23,13 @@ LEGACY_CODES = ROOT / 'tests/security/data/legacy_tokenizer_codes.pt'
 def test_pretty_text_of_shipped_configs_parses_as_mmengine_reads_it(config):
     from mmengine.config import Config
 
-    from peco_mm.models.stored_config import parse_config_text
+    from peco_mm.checkpoint import parse_config_text
     text = Config.fromfile(str(ROOT / config)).pretty_text  # what the Runner stores
     assert parse_config_text(text, config) == Config.fromstring(text, '.py').to_dict()
 
 
 def test_literals_and_dict_calls():
-    from peco_mm.models.stored_config import parse_config_text
+    from peco_mm.checkpoint import parse_config_text
     text = ("a = dict(x=-1.5, y=(1, 2), z={1, 2}, b=b'x', n=None, t=True, c=+2j)\n"
             "b = dict({'neck.mask_token': dict(decay_mult=0.0)}, rate=1.0)\n"
             "c = [dict(type='LoadImageFromFile'), {'k': [1, 'two']}]\n"
@@ -69,7 +69,7 @@ def test_literals_and_dict_calls():
     ('x = ...', 1, r'\.\.\.'),
 ])
 def test_anything_else_is_refused_by_line_and_construct(text, line, construct):
-    from peco_mm.models.stored_config import StoredConfigError, parse_config_text
+    from peco_mm.checkpoint import StoredConfigError, parse_config_text
     with pytest.raises(StoredConfigError, match=rf'^ckpt\.pth meta\.cfg line {line}: '
                        rf'{construct}'):
         parse_config_text(text, 'ckpt.pth meta.cfg')
@@ -78,7 +78,7 @@ def test_anything_else_is_refused_by_line_and_construct(text, line, construct):
 def test_as_plain_data():
     from mmengine.config import ConfigDict
 
-    from peco_mm.models.stored_config import as_plain_data
+    from peco_mm.checkpoint import as_plain_data
     cfg = ConfigDict(type='PeCo', arch=dict(depth=(1, 2)), layers=[1, None])
     plain = as_plain_data(cfg)
     assert plain == {'type': 'PeCo', 'arch': {'depth': (1, 2)}, 'layers': [1, None]}
@@ -109,7 +109,7 @@ def test_new_checkpoints_store_the_architecture_as_data(tmp_path, isolated_mmeng
     spec.loader.exec_module(script)
     from peco_mm.engine.launch import run
     from peco_mm.tokenizer import PeCoTokenizer
-    from peco_mm.utils import make_class_folder
+    from peco_mm.tooling.demo_data import make_class_folder
     make_class_folder(tmp_path / 'data' / 'train', per_class=2, size=32)
     (tmp_path / 'tok.py').write_text(script.CONFIG.format(root=ROOT, data=tmp_path / 'data'))
     run(str(tmp_path / 'tok.py'), str(tmp_path / 'work'))

@@ -42,7 +42,7 @@ def cache_dir():
 
 
 def test_a_url_is_downloaded_once_then_read_like_a_file(server, tmp_path):
-    from peco_mm.models.checkpoint import read_checkpoint
+    from peco_mm.checkpoint import read_checkpoint
     served, requests = server
     torch.save({'state_dict': {'w': torch.arange(3.)}}, tmp_path / 'w.pth')
     served[BASE + 'w.pth'] = (tmp_path / 'w.pth').read_bytes()
@@ -54,7 +54,7 @@ def test_a_url_is_downloaded_once_then_read_like_a_file(server, tmp_path):
 
 
 def test_the_hash_in_the_file_name_is_checked(server, tmp_path):
-    from peco_mm.models.checkpoint import read_checkpoint
+    from peco_mm.checkpoint import read_checkpoint
     served, _ = server
     torch.save({'state_dict': {'w': torch.ones(2)}}, tmp_path / 'w.pth')
     data = (tmp_path / 'w.pth').read_bytes()

@@ -2,8 +2,8 @@
 code agreement, and each loss term's share of the gradient at the reconstruction."""
 import torch
 
-from peco_mm.evaluation.code_agreement import code_agreement
-from peco_mm.evaluation.loss_balance import perceptual_gradient_shares
+from peco_mm.tooling.code_agreement import code_agreement
+from peco_mm.tooling.loss_balance import perceptual_gradient_shares
 from peco_mm.tokenizer import PeCoTokenizer, PerceptualLoss
 
 TINY = dict(base_channels=8, channel_mult=(1, 2, 2), num_res_blocks=1, num_embeddings=64,
@@ -62,7 +62,7 @@ def test_measurement_images_from_a_folder_are_the_tools_centre_crops(tmp_path):
     import numpy as np
     from PIL import Image
 
-    from peco_mm.evaluation.inputs import measurement_images
+    from peco_mm.tooling.inputs import measurement_images
     rng = np.random.default_rng(0)
     for i, (h, w) in enumerate([(20, 30), (24, 16), (16, 16)]):
         Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(

@@ -215,7 +215,7 @@ def test_encode_is_the_quantizers_encode_of_the_encoder_output():
 def test_perceptual_gradient_share_is_logged_from_the_last_backward():
     """percep_grad_share at step 2 = ||λ∇L_percep|| / (||∇L_pixel|| + ||λ∇L_percep||) at the
     reconstruction of step 1, as computed by autograd separately."""
-    from peco_mm.evaluation.loss_balance import perceptual_gradient_shares
+    from peco_mm.tooling.loss_balance import perceptual_gradient_shares
     vit = dict(net='vit', allow_random=True, layers=(1,), vit_cfg=TINY_VIT)
     t = tiny(perceptual_weight=3.0, perceptual_cfg=vit).train()
     x = blocky_images(4)

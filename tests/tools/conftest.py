@@ -89,7 +89,7 @@ def isolated_mmengine():
 def tiny_peco_parts(tmp_path_factory):
     """(data root, tokenizer checkpoint): 64 px images and a demo-architecture tokenizer that
     tools/train.py trained for one step (pixel loss only, no perceptual network)."""
-    from peco_mm.utils import make_class_folder
+    from peco_mm.tooling.demo_data import make_class_folder
     tmp = tmp_path_factory.mktemp('peco')
     make_class_folder(tmp / 'data' / 'train', size=64, per_class=4)
     from tests.conftest import run_tool

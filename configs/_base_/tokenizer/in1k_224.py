@@ -25,5 +25,5 @@ test_dataloader = dict(
     persistent_workers=True,
     sampler=dict(type='DefaultSampler', shuffle=False),
     dataset=dict(type='ImageNet', data_root=data_root, split='val', pipeline=test_pipeline))
-test_evaluator = dict(type='TokenizerMetric', num_embeddings=8192)
+test_evaluator = dict(type='TokenizerMetric')  # K from the model's predictions
 test_cfg = dict()

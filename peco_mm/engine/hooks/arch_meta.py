@@ -15,7 +15,7 @@ from __future__ import annotations
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 
-from ...models.stored_config import as_plain_data
+from ...checkpoint import as_plain_data
 from ...registry import HOOKS
 
 

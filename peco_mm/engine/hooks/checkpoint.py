@@ -24,14 +24,13 @@ import shutil
 import zipfile
 
 import torch
-import torch.distributed as dist
-from mmengine.dist import is_main_process
+from mmengine import dist
 from mmengine.hooks import CheckpointHook
 from mmengine.model import is_model_wrapper
 
-from ...models.checkpoint import file_problem
+from ...checkpoint.mmengine_loaders import history_buffers_without_methods
+from ...checkpoint.reader import file_problem
 from ...registry import HOOKS
-from ..compat import history_buffers_without_methods
 
 PART_SUFFIX = '.part'
 
@@ -66,7 +65,7 @@ class AtomicCheckpointHook(CheckpointHook):
             self.out_dir, filename, self.file_client_args, save_optimizer=self.save_optimizer,
             save_param_scheduler=self.save_param_scheduler, meta=meta, by_epoch=self.by_epoch,
             backend_args=self.backend_args, **self.args)
-        if not is_main_process():
+        if not dist.is_main_process():
             return
         write_text_atomically(osp.join(runner.work_dir, 'last_checkpoint'), self.last_ckpt)
         for old in stale:  # only now: the new checkpoint is complete on disk
@@ -93,7 +92,7 @@ def atomic_saver(runner, save):
         with history_buffers_without_methods(), cleaned_up_on_error(part):
             # loadable with weights_only=True
             result = save(out_dir, filename + PART_SUFFIX, *args, **kwargs)
-            if is_main_process() and osp.exists(part):  # the main process wrote it
+            if dist.is_main_process() and osp.exists(part):  # the main process wrote it
                 commit_file(part, osp.join(out_dir, filename))
         return result
     save_atomically.is_atomic = True
@@ -121,9 +120,9 @@ def nonfinite_tensors(model: torch.nn.Module) -> list[str]:
         return []
     tensors = list(module.named_parameters()) + list(module.named_buffers())
     bad = [n for n, t in tensors if t.is_floating_point() and not bool(torch.isfinite(t).all())]
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
+    if dist.get_world_size() > 1:
         count = torch.tensor([float(len(bad))], device=tensors[0][1].device if tensors else None)
-        dist.all_reduce(count)  # every rank agrees (FSDP: each checks its shard)
+        dist.all_reduce(count, op='sum')  # every rank agrees (FSDP: each checks its shard)
         if count.item() and not bad:
             bad = ['(on another rank)']
     return bad

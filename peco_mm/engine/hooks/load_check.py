@@ -35,7 +35,7 @@ class LoadFromCheckHook(Hook):
     def before_run(self, runner) -> None:
         if not self.checkpoint or '://' in str(self.checkpoint):
             return
-        from ...models.checkpoint import read_checkpoint
+        from ...checkpoint import read_checkpoint
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
         ckpt = read_checkpoint(self.checkpoint)
         state = ckpt.get('state_dict', ckpt) if isinstance(ckpt, dict) else {}

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.distributed as dist
+from mmengine import dist
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 from mmengine.optim import OptimWrapperDict
@@ -140,6 +140,5 @@ def weight_sources(cfg) -> list[str]:
 def all_finite(loss: torch.Tensor) -> bool:
     """Whether the loss is finite on every rank (one device sync per step)."""
     flag = torch.isfinite(loss.detach()).all().float()
-    if dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1:
-        dist.all_reduce(flag, op=dist.ReduceOp.MIN)
+    dist.all_reduce(flag, op='min')  # mmengine.dist: a no-op in one process
     return bool(flag)

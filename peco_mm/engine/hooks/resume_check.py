@@ -17,8 +17,7 @@ from mmengine.config import Config
 from mmengine.hooks import Hook
 from mmengine.model import is_model_wrapper
 
-from ...models.checkpoint import read_checkpoint
-from ...models.stored_config import parse_config_text
+from ...checkpoint import parse_config_text, read_checkpoint
 from ...registry import HOOKS
 
 # keys that say where weights come from, not what the model is

@@ -23,6 +23,8 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from ..layers.quantizer import CODEBOOK_SIZE
+from ..utils.quiet import quiet_logs
 from .memory import PeakMemory, StepMemory, model_state_tensors
 
 SYNTH_HW = (480, 640)  # a 4:3 photo, as most COCO / ImageNet images
@@ -134,7 +136,7 @@ def pretrain_sizes(smoke: bool) -> dict:
                     tokenizer=dict(base_channels=16, channel_mult=(1, 2, 2, 4), embed_dims=16,
                                    num_embeddings=16),
                     dalle=dict(n_hid=16, vocab_size=16))
-    return dict(img=224, patch=16, k=8192, masked=75, min_block=16, vit='base', ffn=3072,
+    return dict(img=224, patch=16, k=CODEBOOK_SIZE, masked=75, min_block=16, vit='base', ffn=3072,
                 dec=dict(embed_dims=512, num_layers=8, num_heads=16), tokenizer=dict(),
                 dalle=dict())
 
@@ -199,16 +201,25 @@ def pretrain_inputs(name: str, s: dict, batch: int, device: str):
 
 
 def bench_pretrain(models: Sequence[str], batch: int, steps: int, warmup: int, device: str,
-                   amp: str = 'none', smoke: bool = False) -> list[dict]:
-    """One step = forward, backward and AdamW update; median ms over `steps`."""
+                   amp: str = 'none', smoke: bool = False, target_bf16: bool = False
+                   ) -> list[dict]:
+    """One step = forward, backward and AdamW update; median ms over `steps`. `target_bf16`:
+    PeCo's frozen target encoder in bf16 autocast (`encode(img, bf16=True)`) instead of its
+    default (fp32 on a CPU); BEiT's DALL-E encoder follows the step's autocast anyway."""
     s = pretrain_sizes(smoke)
-    return [time_pretrain_step(name, s, batch, steps, warmup, device, amp) for name in models]
+    return [time_pretrain_step(name, s, batch, steps, warmup, device, amp, target_bf16)
+            for name in models]
 
 
 def time_pretrain_step(name: str, s: dict, batch: int, steps: int, warmup: int, device: str,
-                       amp: str) -> dict:
+                       amp: str, target_bf16: bool = False) -> dict:
     torch.manual_seed(0)
     model = build_pretrain_model(name, s).to(device).train()
+    target = getattr(model, 'target_generator', None)
+    bf16_target = target_bf16 and 'bf16' in inspect.signature(target.encode).parameters \
+        if target is not None else False
+    if bf16_target:
+        target.encode = partial(target.encode, bf16=True)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-4)
     inputs, samples = pretrain_inputs(name, s, batch, device)
@@ -232,8 +243,7 @@ def time_pretrain_step(name: str, s: dict, batch: int, steps: int, warmup: int, 
     ms = statistics.median(time_steps(step, steps, warmup, device)) * 1000
     # counted on one image and scaled: a step's FLOPs are linear in the batch (tested)
     gflops = count_gflops(lambda: step(*pretrain_inputs(name, s, 1, device))) * batch
-    target = getattr(model, 'target_generator', None)
-    row = dict(model=name, ms_per_step=round(ms, 2), img_per_s=round(batch / ms * 1000, 2),
+    row = dict(model=name + (' (bf16 target)' if bf16_target else ''), ms_per_step=round(ms, 2), img_per_s=round(batch / ms * 1000, 2),
                gflops_per_step=round(gflops, 3), gflop_per_s=round(gflops / ms * 1000, 1),
                trainable_m=round(sum(p.numel() for p in params) / 1e6, 2),
                target_generator_m=round(sum(p.numel() for p in target.parameters()) / 1e6, 2)
@@ -244,26 +254,12 @@ def time_pretrain_step(name: str, s: dict, batch: int, steps: int, warmup: int, 
 
 
 # ---- 3. a config's training step -------------------------------------------------------------
-@contextlib.contextmanager
-def quiet_logs():
-    """mmengine's current logger at WARNING for a while (model init and optimizer tables)."""
-    from mmengine.logging import MMLogger
-    logger = MMLogger.get_current_instance()
-    level = logger.level
-    logger.setLevel('WARNING')
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
-
-
 def load_config(path: str, options: dict | None = None):
     """The config with `options` merged (as --cfg-options) and the host scope initialised."""
-    from mmengine.config import Config
     from mmengine.registry import init_default_scope
-    cfg = Config.fromfile(path)
-    if options:
-        cfg.merge_from_dict(options)
+
+    from ..engine.launch import load_config as read_config
+    cfg = read_config(path, options)
     init_default_scope(cfg.get('default_scope', 'mmpretrain'))
     return cfg
 

@@ -13,7 +13,7 @@ backbones) through `CheckpointLoader`; its http(s) loader unpickles any object (
 weights-only loader is off), and its Runner executes the config text an mmcv 1.x checkpoint stores
 (`meta['config']`) when resuming. `route_mmengine_checkpoints` registers, with mmengine's
 public `CheckpointLoader.register_scheme`, one loader for every scheme that reads through
-`peco_mm.models.checkpoint.read_checkpoint` (the project's one gate), and refuses the
+`peco_mm.checkpoint.read_checkpoint` (the project's one gate), and refuses the
 remote schemes it cannot read safely.
 """
 from __future__ import annotations
@@ -23,29 +23,8 @@ import os
 
 import torch
 
-
-def _mmengine_checkpoint_types() -> list:
-    import numpy as np
-    from mmengine.logging import HistoryBuffer
-
-    types: list = [HistoryBuffer, np.ndarray, np.dtype]
-    # numpy scalars and arrays pickle through these reconstructors / dtype classes
-    try:  # numpy >= 2 moved the reconstructors to numpy._core
-        from numpy._core import multiarray
-        multiarray._reconstruct
-    except (ImportError, AttributeError):
-        from numpy.core import multiarray
-    types += [multiarray._reconstruct, multiarray.scalar]
-    types += [type(np.dtype(t)) for t in (np.float64, np.float32, np.int64, np.int32,
-                                          np.bool_, np.uint8)]
-    try:
-        from mmengine.config import ConfigDict
-        types.append(ConfigDict)
-    except ImportError:  # pragma: no cover
-        pass
-    import collections
-    types += [collections.OrderedDict, collections.defaultdict]
-    return types
+from .reader import mmengine_checkpoint_types, read_checkpoint
+from .stored_config import parse_config_text
 
 
 def _history_buffer_getstate(self) -> dict:
@@ -71,7 +50,7 @@ def allow_mmengine_checkpoints() -> None:
     allow-list their few types. Nothing else in mmengine is changed."""
     add = getattr(torch.serialization, 'add_safe_globals', None)
     if add is not None:
-        add(_mmengine_checkpoint_types())
+        add(mmengine_checkpoint_types())
 
 
 @contextlib.contextmanager
@@ -111,7 +90,6 @@ def load_from_weights_only(filename: str, map_location=None) -> dict:
     pavi://, s3://, petrel:// and mmcls:// are refused."""
     import os.path as osp
 
-    from ..models.checkpoint import read_checkpoint
     path = _model_zoo_url(filename)
     if '://' not in path:
         path = osp.expanduser(path)
@@ -150,7 +128,6 @@ def _plain_gpu_ids(ckpt, filename: str) -> None:
     """mmengine's Runner.resume executes `meta['config']` (mmcv 1.x checkpoints) to read
     `gpu_ids`: leave it only that value, written back from the data `read_checkpoint`
     parsed."""
-    from ..models.stored_config import parse_config_text
     meta = ckpt.get('meta') if isinstance(ckpt, dict) else None
     if not isinstance(meta, dict) or not isinstance(meta.get('config'), str):
         return

@@ -25,11 +25,10 @@ from dataclasses import dataclass, field
 import torch
 
 from ..layers.pos_embed import REL_TABLE, fit_position_tables, rel_table_grid
-from .checkpoint import is_state_dict as _is_state_dict
-from .checkpoint import read_checkpoint as load_checkpoint_file  # noqa: F401 (old name)
-from .checkpoint import select_prefix as _select
-from .checkpoint import strip_prefix as _strip
-from .checkpoint import unknown_layout_message, unwrap
+from .reader import is_state_dict as _is_state_dict
+from .reader import select_prefix as _select
+from .reader import strip_prefix as _strip
+from .reader import NESTING_KEYS, unknown_layout_message, unwrap
 
 FORMATS = ('peco_mm', 'unilm_beit', 'timm_vit', 'timm_beit', 'mae', 'mocov3', 'dino',
            'mmpretrain', 'hf_beit')
@@ -472,11 +471,34 @@ def convert_state_dict(ckpt: dict, fmt: str | None = None,
     return conv.state_dict, conv.kwargs
 
 
-# ---- the old loader's name -------------------------------------------------------------------
-def __getattr__(name: str):
-    # `load_pretrained_vit` is `PeCoViT.from_checkpoint`; the model module imports this one,
-    # so the old name is resolved on use only
-    if name == 'load_pretrained_vit':
-        from .vit import PeCoViT
-        return PeCoViT.from_checkpoint
-    raise AttributeError(f'module {__name__!r} has no attribute {name!r}')
+
+# ---- the tokenizer's and the CNN perceptual networks' key maps ------------------------------
+TOKENIZER_WRAPPERS = ('module.', 'target_generator.', 'tokenizer.')
+CNN_WRAPPERS = ('module.encoder_q.', 'module.base_encoder.', 'encoder_q.', 'base_encoder.',
+                'module.', 'backbone.')
+
+
+def tokenizer_state_dict(ckpt: dict) -> dict:
+    """The state dict of a tokenizer checkpoint with a DDP / pretraining prefix stripped, so
+    that the tokenizer's keys read `encoder.*`, `quantizer.*`, `decoder.*`."""
+    sd = ckpt.get('state_dict', ckpt)
+    for prefix in TOKENIZER_WRAPPERS:
+        if any(k.startswith(prefix + 'encoder.') for k in sd):
+            sd = {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
+    return sd
+
+
+def cnn_backbone_state_dict(ckpt) -> dict | None:
+    """A torchvision ResNet / VGG state dict from a torchvision file or a MoCo v1/v2
+    (`module.encoder_q.*`), MoCo v3 (`module.base_encoder.*`), DDP or mmpretrain file; None
+    when the file holds no dict."""
+    sd = ckpt
+    for key in NESTING_KEYS:
+        if isinstance(sd, dict) and isinstance(sd.get(key), dict):
+            sd = sd[key]
+    if not isinstance(sd, dict):
+        return None
+    for prefix in CNN_WRAPPERS:
+        if any(k.startswith(prefix) for k in sd):
+            return {k[len(prefix):]: v for k, v in sd.items() if k.startswith(prefix)}
+    return sd

@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
-from .image import IMAGENET_MEAN, IMAGENET_STD, load_images, normalize
+from ..utils.image import IMAGENET_MEAN, IMAGENET_STD, load_images, normalize
 
 
 def augmented_views(images: Sequence[np.ndarray], view_pipelines: Sequence[list], seed: int = 0

@@ -2,15 +2,15 @@
 
 Pure: imports no model. `read_checkpoint` is the one gate every weights file passes, whoever
 asks (the tools, `from_checkpoint`, the tokenizer, the perceptual network, and, through the
-loader `peco_mm.engine.compat` registers with mmengine, `load_from`, `resume` and every
+loader `peco_mm.checkpoint` registers with mmengine, `load_from`, `resume` and every
 `init_cfg` Pretrained). It reads local files and http(s):// URLs (downloaded once into torch
 hub's cache) with torch's weights-only unpickler plus the few mmengine types its
 checkpoints carry (or safetensors), says what is wrong with a file that is empty, not a torch
 checkpoint, truncated or holds pickled objects, and reads the config text a checkpoint
 stores (`meta.cfg`, `meta.config`, `message_hub.runtime_info.cfg`) as data
-(`peco_mm.models.stored_config`), refusing any that is not. `unwrap`, `strip_prefix` and
+(`peco_mm.checkpoint`), refusing any that is not. `unwrap`, `strip_prefix` and
 `select_prefix` take a state dict out of its nesting and prefixes; the format-specific
-choices live in `peco_mm.models.convert`.
+choices live in `peco_mm.checkpoint`.
 """
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ def read_checkpoint(path: str, unsafe_pickle: bool = False,
         # only the types not yet allowed: leaving the context removes what it added, and
         # `import peco_mm` has allowed them for mmengine's own resume already
         allowed = torch.serialization.get_safe_globals()
-        extra = [t for t in _mmengine_types() if t not in allowed]
+        extra = [t for t in mmengine_checkpoint_types() if t not in allowed]
         with torch.serialization.safe_globals(extra):
             ckpt = torch.load(path, map_location=map_location, weights_only=True,
                               mmap=mmap and is_zip)
@@ -131,7 +131,7 @@ def file_problem(path: str) -> str | None:
 
 def check_stored_config(ckpt, path: str) -> None:
     """Refuse a checkpoint whose stored config text (meta.cfg / meta.config, and the copy in
-    message_hub.runtime_info.cfg) is not plain data (see `peco_mm.models.stored_config`);
+    message_hub.runtime_info.cfg) is not plain data (see `peco_mm.checkpoint`);
     nothing in it is run."""
     if not isinstance(ckpt, dict):
         return
@@ -155,7 +155,7 @@ def fetch_url(url: str) -> str:
     """
     from urllib.parse import urlparse
 
-    import torch.distributed as dist
+    from mmengine import dist
     from torch.hub import download_url_to_file, get_dir
     name = os.path.basename(urlparse(url).path)
     if not name:
@@ -173,8 +173,8 @@ def fetch_url(url: str) -> str:
         except RuntimeError as err:  # torch hub's hash check
             raise ValueError(f'{url}: {err}; the download was discarded') from None
 
-    several = dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
-    if not several or dist.get_rank() == 0:
+    several = dist.get_world_size() > 1
+    if dist.is_main_process():
         download()
     if several:
         dist.barrier()
@@ -205,13 +205,30 @@ def _refusal_reason(err: Exception) -> str:
     return (lines[-1] if lines else type(err).__name__)[:200]
 
 
-def _mmengine_types() -> list:
-    """The types mmengine checkpoints pickle besides tensors (meta, message_hub)."""
+def mmengine_checkpoint_types() -> list:
+    """The types mmengine checkpoints pickle besides tensors (meta, message_hub): the only
+    non-tensor types the weights-only unpickler is allowed to rebuild."""
+    import numpy as np
+    from mmengine.logging import HistoryBuffer
+
+    types: list = [HistoryBuffer, np.ndarray, np.dtype]
+    # numpy scalars and arrays pickle through these reconstructors / dtype classes
+    try:  # numpy >= 2 moved the reconstructors to numpy._core
+        from numpy._core import multiarray
+        multiarray._reconstruct
+    except (ImportError, AttributeError):
+        from numpy.core import multiarray
+    types += [multiarray._reconstruct, multiarray.scalar]
+    types += [type(np.dtype(t)) for t in (np.float64, np.float32, np.int64, np.int32,
+                                          np.bool_, np.uint8)]
     try:
-        from ..engine.compat import _mmengine_checkpoint_types
+        from mmengine.config import ConfigDict
+        types.append(ConfigDict)
     except ImportError:  # pragma: no cover
-        return []
-    return _mmengine_checkpoint_types()
+        pass
+    import collections
+    types += [collections.OrderedDict, collections.defaultdict]
+    return types
 
 
 def is_state_dict(obj) -> bool:

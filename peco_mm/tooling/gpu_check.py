@@ -109,7 +109,7 @@ def check_code_agreement(tokenizer, device: str, num: int, img_size: int,
     """`code_agreement` of `tokenizer` on `num` random smooth images (seeded) at `img_size`;
     with `init_codebook` (random weights) the codebook is first drawn from encoder outputs of
     other random images, so the codes are not all one codeword."""
-    from ..evaluation.code_agreement import code_agreement
+    from .code_agreement import code_agreement
     tokenizer = tokenizer.to(device).eval()
     g = torch.Generator().manual_seed(0)
 
@@ -213,9 +213,7 @@ def _rank_steps(rank: int, world: int, device_type: str, port: int, results) -> 
     from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    import peco_mm  # noqa: F401
-
-    from . import benchmark as bm
+    from . import benchmark as bm  # (importing it registers peco_mm's types)
     os.environ.update(MASTER_ADDR='127.0.0.1', MASTER_PORT=str(port))
     cuda = device_type == 'cuda'
     dist.init_process_group('nccl' if cuda else 'gloo', rank=rank, world_size=world)

@@ -1,0 +1,25 @@
+"""Reading weights files, at ground level: imports nothing of peco_mm but `layers`.
+
+- `reader`: the one gate every weights file passes (local file or URL, weights-only,
+  safetensors; see docs/security.md), unwrapping a state dict and stripping prefixes;
+- `stored_config`: the config text a checkpoint stores, read as data (never executed);
+- `keymaps`: other formats' key names mapped to PeCoViT's, and a ViT's arguments read from
+  its weights;
+- `mmengine_loaders`: mmengine's checkpoint schemes routed through the gate.
+"""
+from .keymaps import (FORMATS, Conversion, cnn_backbone_state_dict, convert_checkpoint,
+                      convert_state_dict, detect_format, infer_pecovit_kwargs,
+                      tokenizer_state_dict)
+from .mmengine_loaders import (MMENGINE_SCHEMES, allow_mmengine_checkpoints,
+                               load_from_weights_only, route_mmengine_checkpoints)
+from .reader import (is_state_dict, is_url, read_checkpoint, select_prefix, strip_prefix,
+                     unwrap)
+from .stored_config import StoredConfigError, as_plain_data, parse_config_text
+
+__all__ = ['FORMATS', 'MMENGINE_SCHEMES', 'Conversion', 'StoredConfigError',
+           'allow_mmengine_checkpoints', 'as_plain_data', 'cnn_backbone_state_dict',
+           'convert_checkpoint',
+           'convert_state_dict', 'detect_format', 'infer_pecovit_kwargs', 'is_state_dict',
+           'is_url', 'load_from_weights_only', 'parse_config_text', 'read_checkpoint',
+           'route_mmengine_checkpoints', 'select_prefix', 'strip_prefix', 'tokenizer_state_dict',
+           'unwrap']
