@@ -34,6 +34,7 @@ HOST_MODULES: dict[str, tuple[str, str, tuple[str, ...]]] = {
                                          ('OneViewTwoNormDataPreprocessor',)),
     'peco_mm.models.peco_mae': ('mmpretrain', 'MODELS', ('PeCoMAE', 'PeCoMAEDecoder')),
     'peco_mm.datasets.coco_checks': ('mmdet', 'DATASETS', ('CheckedCocoDataset',)),
+    'peco_mm.models.video_head': ('mmaction', 'MODELS', ('TimeSformerHeadFP32',)),
 }
 
 _registered = False

@@ -29,7 +29,9 @@ model = dict(
         # the PeCo ImageNet-1K pretraining (configs/peco/pretrain_vitb_in1k_800e.py)
         init_cfg=dict(type='Pretrained', prefix='backbone.',
                       checkpoint='work_dirs/pretrain_vitb_in1k_800e/epoch_800.pth')),
-    cls_head=dict(num_classes=400))
+    # mmaction2's head, with fp32 scores: its loss computes accuracy in numpy, which has no
+    # bf16 (peco_mm/models/video_head.py)
+    cls_head=dict(type='TimeSformerHeadFP32', num_classes=400))
 
 optim_wrapper = dict(
     type='AmpOptimWrapper',

@@ -215,3 +215,23 @@ def test_tiny_video_model_trains_and_is_scored_by_mmaction_metric(tmp_path):
     assert val_rec['acc/top1'] == 1.0, (val_rec, losses)
     assert losses[-1] < losses[0]
     assert (wd / 'epoch_3.pth').exists()
+
+
+def test_fp32_head_lets_mmaction_score_bf16_autocast():
+    """Under bf16 autocast mmaction2's TimeSformerHead fails in its numpy accuracy; the
+    shipped configs' TimeSformerHeadFP32 (same weights) gives fp32 scores and the same loss."""
+    from mmaction.structures import ActionDataSample
+    head_cfg = dict(in_channels=16, num_classes=3)
+    stock = build_recognizer(dict(type='TimeSformerHead', **head_cfg))
+    ours = build_recognizer(dict(type='TimeSformerHeadFP32', **head_cfg))
+    ours.load_state_dict(stock.state_dict())
+    x = torch.randn(4, 16)
+    samples = [ActionDataSample().set_gt_label(i % 3) for i in range(4)]
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        with pytest.raises(TypeError, match='BFloat16'):
+            stock.loss(x, samples)
+        scores = ours(x)
+        losses = ours.loss(x, samples)
+    assert scores.dtype == torch.float32
+    torch.testing.assert_close(losses['loss_cls'], stock.loss(x, samples)['loss_cls'],
+                               atol=2e-2, rtol=0)  # bf16 logits against fp32 ones
