@@ -20,8 +20,13 @@ FLEXIBLE = """
 runner_type = 'FlexibleRunner'
 strategy = dict(type='{strategy}'{args})
 """
-DDP = FLEXIBLE.format(strategy='DDPStrategy', args='')
-FSDP = FLEXIBLE.format(strategy='FSDPStrategy', args=", state_dict_cfg='full'")  # one file
+# compared in fp32: on a CPU with native bf16 the demo's AmpOptimWrapper would run in bf16
+# autocast, and bf16 rounding, amplified by AdamW's first steps, differs with the sharding
+# (bf16 training is tested in tests/engine/test_mixed_precision.py)
+FP32 = ("\noptim_wrapper = dict(_delete_=True, type='OptimWrapper', **{{k: v for k, v in "
+        "_base_.optim_wrapper.items() if k not in ('type', 'dtype', 'loss_scale')}})\n")
+DDP = FLEXIBLE.format(strategy='DDPStrategy', args='') + FP32
+FSDP = FLEXIBLE.format(strategy='FSDPStrategy', args=", state_dict_cfg='full'") + FP32  # one file
 
 
 @pytest.fixture(scope='module')
