@@ -130,6 +130,24 @@ def build_codec(embed_dims: int, encoder_type: str = 'cnn', base_channels: int =
     return encoder, decoder
 
 
+def check_loss_args(pixel_loss: str, perceptual_weight: float, adversarial_weight: float,
+                    codeword_loss: str | None, codeword_loss_weight: float,
+                    in_channels: int) -> None:
+    """Refuse an unknown loss name, a negative loss weight or non-RGB input channels."""
+    if pixel_loss not in PIXEL_LOSSES:
+        raise ValueError(f'pixel_loss={pixel_loss!r}; allowed: {PIXEL_LOSSES}')
+    if perceptual_weight < 0 or adversarial_weight < 0 or codeword_loss_weight < 0:
+        raise ValueError(f'perceptual_weight={perceptual_weight}, adversarial_weight='
+                         f'{adversarial_weight}, codeword_loss_weight='
+                         f'{codeword_loss_weight}: loss weights must be >= 0')
+    if codeword_loss not in (None, *CODEWORD_LOSSES):
+        raise ValueError(f'codeword_loss={codeword_loss!r}; allowed: None, '
+                         f'{", ".join(map(repr, CODEWORD_LOSSES))}')
+    if in_channels != 3:
+        raise ValueError(f'in_channels={in_channels}; the tokenizer works on RGB images '
+                         '(grey and RGBA inputs are converted to 3 channels)')
+
+
 class TokenizerEncoding:
     """`encode` / `decode` over `self.encoder`, `self.quantizer` and `self.decoder` (or None),
     shared by `PeCoTokenizer` and `FrozenPeCoTokenizer`."""
@@ -261,18 +279,8 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
         if data_preprocessor is None:
             data_preprocessor = dict(type='TokenizerDataPreprocessor')
         super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
-        if pixel_loss not in PIXEL_LOSSES:
-            raise ValueError(f'pixel_loss={pixel_loss!r}; allowed: {PIXEL_LOSSES}')
-        if perceptual_weight < 0 or adversarial_weight < 0 or codeword_loss_weight < 0:
-            raise ValueError(f'perceptual_weight={perceptual_weight}, adversarial_weight='
-                             f'{adversarial_weight}, codeword_loss_weight='
-                             f'{codeword_loss_weight}: loss weights must be >= 0')
-        if codeword_loss not in (None, *CODEWORD_LOSSES):
-            raise ValueError(f'codeword_loss={codeword_loss!r}; allowed: None, '
-                             f'{", ".join(map(repr, CODEWORD_LOSSES))}')
-        if in_channels != 3:
-            raise ValueError(f'in_channels={in_channels}; the tokenizer works on RGB images '
-                             '(grey and RGBA inputs are converted to 3 channels)')
+        check_loss_args(pixel_loss, perceptual_weight, adversarial_weight, codeword_loss,
+                        codeword_loss_weight, in_channels)
         args = locals()  # what rebuilds this tokenizer (ArchitectureMetaHook stores it)
         self.arch_args = {k: args[k] for k in ARCH_KEYS}
         self.pixel_loss = pixel_loss
@@ -298,17 +306,15 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
                                             restart_interval=restart_interval)
 
         # ---- losses (checked here, i.e. before the first iteration) ----------------------------
-        self.perceptual = None
-        if self.perceptual_weight > 0 and with_decoder and not frozen:
-            self.perceptual = PerceptualLoss(**(perceptual_cfg or {}))
-        self.discriminator = None
-        if self.adversarial_weight > 0 and with_decoder and not frozen:
-            self.discriminator = PatchDiscriminator(**(discriminator_cfg or {}))
         self.codeword_loss_weight = float(codeword_loss_weight)
-        self.codeword_loss = None
-        if codeword_loss is not None and with_decoder and not frozen:
-            self.codeword_loss = build_codeword_loss(codeword_loss, self.encoder, embed_dims,
-                                                     **(codeword_loss_cfg or {}))
+        trains = with_decoder and not frozen
+        self.perceptual = (PerceptualLoss(**(perceptual_cfg or {}))
+                           if trains and self.perceptual_weight > 0 else None)
+        self.discriminator = (PatchDiscriminator(**(discriminator_cfg or {}))
+                              if trains and self.adversarial_weight > 0 else None)
+        self.codeword_loss = (build_codeword_loss(codeword_loss, self.encoder, embed_dims,
+                                                  **(codeword_loss_cfg or {}))
+                              if trains and codeword_loss is not None else None)
         if self.channels_last:
             self.encoder.to(memory_format=torch.channels_last)
         if frozen:
