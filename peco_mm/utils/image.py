@@ -141,6 +141,7 @@ def save_png(array: np.ndarray, path: str | Path, scale: int = 1) -> Path:
     if scale != 1:
         array = mmcv.imrescale(array, scale, interpolation='nearest')
     path = Path(path)
-    if not mmcv.imwrite(np.ascontiguousarray(array[..., ::-1]), str(path), auto_mkdir=True):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if not mmcv.imwrite(np.ascontiguousarray(array[..., ::-1]), str(path)):
         raise OSError(f'could not write {str(path)!r}')
     return path
