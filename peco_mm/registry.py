@@ -24,7 +24,6 @@ __all__ = ['DATASETS', 'HOOKS', 'METRICS', 'MODELS', 'OPTIM_WRAPPER_CONSTRUCTORS
            'TRANSFORMS', 'VISUALIZERS', 'host_available', 'lazy_builder', 'real_class']
 
 
-
 def host_available(name: str) -> bool:
     """True when the host package is installed (found without importing it)."""
     try:

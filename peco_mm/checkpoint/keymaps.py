@@ -471,7 +471,6 @@ def convert_state_dict(ckpt: dict, fmt: str | None = None,
     return conv.state_dict, conv.kwargs
 
 
-
 # ---- the tokenizer's and the CNN perceptual networks' key maps ------------------------------
 TOKENIZER_WRAPPERS = ('module.', 'target_generator.', 'tokenizer.')
 CNN_WRAPPERS = ('module.encoder_q.', 'module.base_encoder.', 'encoder_q.', 'base_encoder.',

@@ -14,6 +14,7 @@ choices live in `peco_mm.checkpoint`.
 """
 from __future__ import annotations
 
+import collections
 import os
 import pickle
 import re
@@ -221,13 +222,8 @@ def mmengine_checkpoint_types() -> list:
     types += [multiarray._reconstruct, multiarray.scalar]
     types += [type(np.dtype(t)) for t in (np.float64, np.float32, np.int64, np.int32,
                                           np.bool_, np.uint8)]
-    try:
-        from mmengine.config import ConfigDict
-        types.append(ConfigDict)
-    except ImportError:  # pragma: no cover
-        pass
-    import collections
-    types += [collections.OrderedDict, collections.defaultdict]
+    from mmengine.config import ConfigDict
+    types += [ConfigDict, collections.OrderedDict, collections.defaultdict]
     return types
 
 

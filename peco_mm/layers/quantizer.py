@@ -32,16 +32,6 @@ INIT_CHOICES = ('data', 'kmeans', 'random')
 
 
 # ---- distributed helpers (mmengine.dist; no-ops in a single process) --------------------------
-def _all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
-    dist.all_reduce(t, op='sum')
-    return t
-
-
-def _broadcast(t: torch.Tensor) -> torch.Tensor:
-    dist.broadcast(t, src=0)
-    return t
-
-
 def _all_gather_rows(x: torch.Tensor) -> torch.Tensor:
     """Concatenate (N_r, D) rows of every rank (ranks may hold different N_r)."""
     if dist.get_world_size() == 1:
@@ -124,7 +114,8 @@ class EMAVectorQuantizer(nn.Module):
         max_chunk_elems: bound on the distance matrix held at once during search.
     """
 
-    def __init__(self, num_embeddings: int = CODEBOOK_SIZE, embed_dims: int = 256, decay: float = 0.99,
+    def __init__(self, num_embeddings: int = CODEBOOK_SIZE, embed_dims: int = 256,
+                 decay: float = 0.99,
                  beta: float = 0.25, eps: float = 1e-5, init: str = 'data',
                  kmeans_iters: int = 10, restart_threshold: float = 0.1,
                  restart_interval: int = 1, max_chunk_elems: int = 1 << 24) -> None:
@@ -228,7 +219,8 @@ class EMAVectorQuantizer(nn.Module):
             new = data[_sample_rows(data.shape[0], K, data.device)]
             if data.shape[0] < K:  # fewer vectors than codes: jitter the repeats
                 new = new + 1e-3 * new.std() * torch.randn_like(new)
-        new = _broadcast(new.contiguous())
+        new = new.contiguous()
+        dist.broadcast(new, src=0)
         self.embedding.copy_(new)
         self.embed_sum.copy_(new)
         self.cluster_size.fill_(1.0)
@@ -246,8 +238,8 @@ class EMAVectorQuantizer(nn.Module):
         counts = torch.bincount(codes, weights=finite.to(flat.dtype), minlength=K)  # (K,)
         sums = torch.zeros(K, flat.shape[1], device=flat.device, dtype=flat.dtype)
         sums.index_add_(0, codes, flat)  # (K, D)
-        _all_reduce_sum(counts)
-        _all_reduce_sum(sums)
+        dist.all_reduce(counts, op='sum')
+        dist.all_reduce(sums, op='sum')
         g = self.decay
         self.cluster_size.mul_(g).add_(counts, alpha=1 - g)
         self.embed_sum.mul_(g).add_(sums, alpha=1 - g)
@@ -275,7 +267,8 @@ class EMAVectorQuantizer(nn.Module):
             return 0
         data = _all_gather_rows(flat)
         new = data[_sample_rows(data.shape[0], n_dead, data.device)]
-        new = _broadcast(new.contiguous())
+        new = new.contiguous()
+        dist.broadcast(new, src=0)
         self.embedding[dead] = new
         self.embed_sum[dead] = new * rate
         self.cluster_size[dead] = rate

@@ -9,7 +9,6 @@ image per sample to the device instead of two.
 """
 from __future__ import annotations
 
-import torch
 from mmpretrain.models.utils import TwoNormDataPreprocessor
 
 from ..registry import MODELS

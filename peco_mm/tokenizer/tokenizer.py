@@ -431,12 +431,14 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
         recon, codes, _ = self.reconstruct(img)
         recon = recon.float().clamp(-1, 1)
         pooled = self.quantizer.codes_to_vectors(codes).mean((2, 3))  # (B, D)
+        # one device-to-host copy per batch: (B, 3, H, W) uint8 RGB
+        imgs = torch.from_numpy(to_uint8(img)).movedim(-1, 1)
+        recons = torch.from_numpy(to_uint8(recon)).movedim(-1, 1)
+        codes, pooled = codes.cpu(), pooled.float().cpu()
         outs = []
         for i in range(img.shape[0]):
-            out = dict(codes=codes[i].cpu(), num_embeddings=self.num_embeddings,
-                       pooled_codeword=pooled[i].float().cpu(),
-                       img=torch.from_numpy(to_uint8(img[i])).movedim(-1, 0),
-                       recon=torch.from_numpy(to_uint8(recon[i])).movedim(-1, 0))
+            out = dict(codes=codes[i], num_embeddings=self.num_embeddings,
+                       pooled_codeword=pooled[i], img=imgs[i], recon=recons[i])
             label = _gt_label(data_samples, i)
             if label is not None:
                 out['gt_label'] = label

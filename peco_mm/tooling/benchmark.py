@@ -136,7 +136,8 @@ def pretrain_sizes(smoke: bool) -> dict:
                     tokenizer=dict(base_channels=16, channel_mult=(1, 2, 2, 4), embed_dims=16,
                                    num_embeddings=16),
                     dalle=dict(n_hid=16, vocab_size=16))
-    return dict(img=224, patch=16, k=CODEBOOK_SIZE, masked=75, min_block=16, vit='base', ffn=3072,
+    return dict(img=224, patch=16, k=CODEBOOK_SIZE, masked=75, min_block=16, vit='base',
+                ffn=3072,
                 dec=dict(embed_dims=512, num_layers=8, num_heads=16), tokenizer=dict(),
                 dalle=dict())
 
@@ -216,8 +217,7 @@ def time_pretrain_step(name: str, s: dict, batch: int, steps: int, warmup: int, 
     torch.manual_seed(0)
     model = build_pretrain_model(name, s).to(device).train()
     target = getattr(model, 'target_generator', None)
-    bf16_target = target_bf16 and 'bf16' in inspect.signature(target.encode).parameters \
-        if target is not None else False
+    bf16_target = target_bf16 and name in ('peco', 'peco_mae')  # PeCo's tokenizer as target
     if bf16_target:
         target.encode = partial(target.encode, bf16=True)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -243,7 +243,8 @@ def time_pretrain_step(name: str, s: dict, batch: int, steps: int, warmup: int, 
     ms = statistics.median(time_steps(step, steps, warmup, device)) * 1000
     # counted on one image and scaled: a step's FLOPs are linear in the batch (tested)
     gflops = count_gflops(lambda: step(*pretrain_inputs(name, s, 1, device))) * batch
-    row = dict(model=name + (' (bf16 target)' if bf16_target else ''), ms_per_step=round(ms, 2), img_per_s=round(batch / ms * 1000, 2),
+    row = dict(model=name + (' (bf16 target)' if bf16_target else ''), ms_per_step=round(ms, 2),
+               img_per_s=round(batch / ms * 1000, 2),
                gflops_per_step=round(gflops, 3), gflop_per_s=round(gflops / ms * 1000, 1),
                trainable_m=round(sum(p.numel() for p in params) / 1e6, 2),
                target_generator_m=round(sum(p.numel() for p in target.parameters()) / 1e6, 2)

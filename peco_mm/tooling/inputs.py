@@ -14,8 +14,8 @@ def measurement_images(folder: str | None, size: int, num: int, seed: int = 0
         from ..utils.image import find_images, load_image
         files = find_images(folder)[:num]
         return torch.stack([load_image(f, size) for f in files])
-    from .demo_data import (HELD_OUT_PHOTOS, TRAIN_PHOTOS, available_photos,
-                                   load_photo, random_crop)
+    from .demo_data import (HELD_OUT_PHOTOS, TRAIN_PHOTOS, available_photos, load_photo,
+                            random_crop)
     rng = np.random.default_rng(seed)
     photos = [load_photo(n) for n in available_photos(TRAIN_PHOTOS + HELD_OUT_PHOTOS)]
     crops = [random_crop(rng, photos[i % len(photos)], (size, size), scale=(0.3, 1.0))

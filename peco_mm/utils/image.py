@@ -33,8 +33,8 @@ def find_images(root: str | Path) -> list[str]:
     if not osp.isdir(root):
         raise FileNotFoundError(f'{root!r} is neither an image file nor a folder')
     from mmengine.utils import scandir
-    found = [osp.join(root, f) for f in scandir(root, IMAGE_EXTS, recursive=True,
-                                                 case_sensitive=False)]
+    found = [osp.join(root, f)
+             for f in scandir(root, IMAGE_EXTS, recursive=True, case_sensitive=False)]
     if not found:
         raise FileNotFoundError(f'no images ({", ".join(IMAGE_EXTS)}) under {root!r}')
     return sorted(found)

@@ -30,7 +30,7 @@ def test_all_smoke(tmp_path):
     assert res['gemm_gflops'] > 0 and 'GEMM peak of this machine' in proc.stdout
     for r in res['tokenizer']:
         assert r['gflop_per_s'] == pytest.approx(r['gflops'] * r['img_per_s'],
-                                                   rel=0.02, abs=0.1)
+                                                 rel=0.02, abs=0.1)
     for r in res['pretrain']:
         assert r['gflop_per_s'] == pytest.approx(
             r['gflops_per_step'] / r['ms_per_step'] * 1000, rel=0.02, abs=0.1)

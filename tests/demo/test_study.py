@@ -4,8 +4,8 @@ its tables."""
 import numpy as np
 from PIL import Image
 
-from peco_mm.tooling.study_report import (check_report, comparison, markdown_table, parse_cell,
-                                        cell, verdict)
+from peco_mm.tooling.study_report import (cell, check_report, comparison, markdown_table,
+                                          parse_cell, verdict)
 
 
 def test_verdict_names_every_consistent_sign_for_or_against():

@@ -22,7 +22,8 @@ def test_the_config_reader_is_pure_and_no_private_loader_is_used():
     layers is checked by tests/test_layering.py), and no module reads weights through
     mmengine's private `_load_checkpoint`."""
     tree = ast.parse((CHECKPOINT_DIR / 'stored_config.py').read_text())
-    roots = {(n.module or '').split('.')[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    roots = {(n.module or '').split('.')[0] for n in ast.walk(tree)
+             if isinstance(n, ast.ImportFrom)}
     roots |= {a.name.split('.')[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
               for a in n.names}
     assert roots <= {'__future__', 'ast'}, roots
@@ -98,7 +99,8 @@ def test_checkpoint_filter_is_the_one_adapter():
     # load_state_dict goes through it; so does the converter's img_size option
     dst.load_state_dict(sd)
     torch.testing.assert_close(dst.blocks[1].rel_pos_bias.relative_position_bias_table, expect)
-    conv, _ = peco_mm.checkpoint.convert_state_dict({'state_dict': sd}, img_size=48, per_block_rel_pos=True)
+    conv, _ = peco_mm.checkpoint.convert_state_dict({'state_dict': sd}, img_size=48,
+                                                    per_block_rel_pos=True)
     torch.testing.assert_close(conv['blocks.0.rel_pos_bias.relative_position_bias_table'],
                                expect)
     wide = PeCoViT(**{**KW, 'arch': dict(embed_dims=64, num_layers=2, num_heads=2)})
