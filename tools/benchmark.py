@@ -362,6 +362,9 @@ def run_gpu_check(args, argv: list[str]) -> dict:
     res['command'] = ['tools/benchmark.py', *argv]
     if args.out:
         Path(args.out).write_text(json.dumps(res, indent=1, default=str))
+    if res['failed']:
+        sys.exit(f"gpu-check: {len(res['failed'])} section(s) failed: "
+                 f"{', '.join(f['section'] for f in res['failed'])} (see {args.report})")
     return res
 
 

@@ -54,6 +54,13 @@ def card_peak(name: str) -> tuple[str, float] | None:
 
 
 # ---- 1. mmcv ops against the CPU -----------------------------------------------------------
+def fresh_leaf(t: torch.Tensor, device: str) -> torch.Tensor:
+    """A copy of `t` on `device` that is a leaf requiring grad. `t.to('cpu')` of a CPU tensor
+    is `t` itself: marking that one would make every later `.to(device)` of it a non-leaf
+    without `.grad`."""
+    return t.detach().to(device, copy=True).requires_grad_()
+
+
 def check_mmcv_ops(device: str, seed: int = 0) -> list[dict]:
     """nms, batched_nms, RoIAlign forward and backward on `device` against the same calls on
     the CPU: rows of (op, max abs difference or 'same', passed)."""
@@ -72,7 +79,7 @@ def check_mmcv_ops(device: str, seed: int = 0) -> list[dict]:
         _, keep = nms(boxes.to(dev), scores.to(dev), 0.5)
         _, bkeep = batched_nms(boxes.to(dev), scores.to(dev), idxs.to(dev),
                                dict(type='nms', iou_threshold=0.5))
-        x = feats.to(dev).requires_grad_()
+        x = fresh_leaf(feats, dev)
         out = roi_align(x, rois.to(dev), (7, 7), 1.0, 2, 'avg', True)
         out.backward(grad.to(dev))
         return keep.cpu(), bkeep.cpu(), out.detach().cpu(), x.grad.cpu()
@@ -259,14 +266,15 @@ def run_gpu_check(root: str, device: str, tokenizer: str | None = None, batch: i
                   smoke: bool = False, distributed_on_cpu: bool = False,
                   log: Callable[[str], None] = print) -> tuple[dict, list[str]]:
     """Every section that means something on `device`; (results, Markdown lines). Sections
-    that need CUDA (or two GPUs) are listed under 'Skipped' with the reason."""
+    that need CUDA (or two GPUs) are listed under 'Skipped' with the reason; a section that
+    raises is listed under 'Failed' with its error, and the others still run."""
     from ..engine.optimizers import cpu_has_native_bf16
     cuda = device.startswith('cuda')
     name = torch.cuda.get_device_name(device) if cuda else 'CPU'
     peak = card_peak(name) if cuda else None
     res = dict(device=name, torch=torch.__version__, cuda=torch.version.cuda,
                gpus=torch.cuda.device_count(), cpu_native_bf16=cpu_has_native_bf16(),
-               card_peak=peak, skipped=[])
+               card_peak=peak, skipped=[], failed=[])
     lines = ['# peco_mm GPU check', '',
              f'Device: {name}; torch {res["torch"]}, CUDA {res["cuda"]}, {res["gpus"]} GPU(s) '
              f'visible; this CPU has native bf16: {res["cpu_native_bf16"]}.']
@@ -277,68 +285,77 @@ def run_gpu_check(root: str, device: str, tokenizer: str | None = None, batch: i
 
     def skip(section, why):
         res['skipped'].append(dict(section=section, reason=why))
+        return []
 
-    log('mmcv ops ...')
-    if cuda:
+    def mmcv_ops():
+        if not cuda:
+            return skip('mmcv ops on the GPU against the CPU', 'no CUDA')
         res['mmcv_ops'] = check_mmcv_ops(device)
-        lines += ['## torchvision-backed mmcv ops, on the GPU against the CPU', '',
-                  '| op | max abs difference | passed |', '|---|---:|---|']
-        lines += [f"| {r['op']} | {r['diff']} | {'yes' if r['passed'] else '**NO**'} |"
-                  for r in res['mmcv_ops']] + ['']
-    else:
-        skip('mmcv ops on the GPU against the CPU', 'no CUDA')
+        return ['## torchvision-backed mmcv ops, on the GPU against the CPU', '',
+                '| op | max abs difference | passed |', '|---|---:|---|'] + [
+                    f"| {r['op']} | {r['diff']} | {'yes' if r['passed'] else '**NO**'} |"
+                    for r in res['mmcv_ops']] + ['']
 
-    log('code agreement ...')
-    size = 64 if smoke else 224
-    num = min(agreement_images, 8) if smoke or not cuda else agreement_images
-    a = check_code_agreement(tokenizer_for_check(tokenizer, smoke), device, num, size,
-                             init_codebook=not tokenizer)
-    res['code_agreement'] = a
-    which = tokenizer or ('paper architecture' if not smoke else 'tiny (smoke)') + \
-        ', random weights, codebook from encoder outputs'
-    lines += ['## bf16 code agreement of the tokenizer (`encode`, bf16 autocast against fp32)',
-              '', f"Tokenizer: {which}; {a['images']} random smooth images at "
-              f"{a['img_size']} px on {device}.", '',
-              '| codes | flipped | agreement | median gap (flipped) |', '|---:|---:|---:|---:|',
-              f"| {a['codes']:.0f} | {a['flipped']:.0f} | {a['agreement']:.2%} | "
-              f"{a['flipped_median_gap']:.2e} |", '']
+    def agreement():
+        size = 64 if smoke else 224
+        num = min(agreement_images, 8) if smoke or not cuda else agreement_images
+        a = res['code_agreement'] = check_code_agreement(
+            tokenizer_for_check(tokenizer, smoke), device, num, size,
+            init_codebook=not tokenizer)
+        which = tokenizer or ('paper architecture' if not smoke else 'tiny (smoke)') + \
+            ', random weights, codebook from encoder outputs'
+        return ['## bf16 code agreement of the tokenizer (`encode`, bf16 autocast against fp32)',
+                '', f"Tokenizer: {which}; {a['images']} random smooth images at "
+                f"{a['img_size']} px on {device}.", '',
+                '| codes | flipped | agreement | median gap (flipped) |', '|---:|---:|---:|---:|',
+                f"| {a['codes']:.0f} | {a['flipped']:.0f} | {a['agreement']:.2%} | "
+                f"{a['flipped_median_gap']:.2e} |", '']
 
-    log('throughput and MFU ...')
-    if cuda and peak:
+    def mfu():
+        if not (cuda and peak):
+            return skip('throughput and MFU', 'no CUDA' if not cuda else
+                        f'{name} not in CARD_PEAKS')
         res['mfu'] = mfu_rows(device, peak[1], batch, steps, warmup, smoke)
-        lines += [f'## Throughput and MFU in bf16 (against {peak[1]:.0f} TFLOP/s)', '',
-                  '| what | batch | img/s | TFLOP/s | MFU |', '|---|---:|---:|---:|---:|']
-        lines += [f"| {r['what']} | {r['batch']} | {r['img_per_s']} | {r['tflops']} | "
-                  f"{r['mfu']:.1%} |" for r in res['mfu']] + ['']
-    else:
-        skip('throughput and MFU', 'no CUDA' if not cuda else f'{name} not in CARD_PEAKS')
+        return [f'## Throughput and MFU in bf16 (against {peak[1]:.0f} TFLOP/s)', '',
+                '| what | batch | img/s | TFLOP/s | MFU |', '|---|---:|---:|---:|---:|'] + [
+                    f"| {r['what']} | {r['batch']} | {r['img_per_s']} | {r['tflops']} | "
+                    f"{r['mfu']:.1%} |" for r in res['mfu']] + ['']
 
-    log('memory ...')
-    if cuda and not smoke:
+    def memory():
+        if not cuda or smoke:
+            return skip('memory at the paper batch', 'smoke run' if cuda else
+                        'no CUDA (CPU estimate: tools/benchmark.py memory)')
         res['memory'] = memory_rows(root, device)
-        lines += ['## Peak memory of a pretraining step at 256 images per GPU (2048 / 8)', '',
-                  '| model | with_cp | peak |', '|---|---|---:|']
-        lines += [f"| {r['model']} | {r['with_cp']} | {r['peak']} |" for r in res['memory']]
-        lines.append('')
-    else:
-        skip('memory at the paper batch', 'no CUDA (CPU estimate: tools/benchmark.py memory)'
-             if not cuda else 'smoke run')
+        return ['## Peak memory of a pretraining step at 256 images per GPU (2048 / 8)', '',
+                '| model | with_cp | peak |', '|---|---|---:|'] + [
+                    f"| {r['model']} | {r['with_cp']} | {r['peak']} |"
+                    for r in res['memory']] + ['']
 
-    log('two-process steps ...')
-    if (cuda and torch.cuda.device_count() >= 2) or distributed_on_cpu:
-        kind = 'cuda' if cuda else 'cpu'
-        res['distributed'] = two_process_steps(kind)
+    def distributed():
+        if not ((cuda and torch.cuda.device_count() >= 2) or distributed_on_cpu):
+            return skip('DDP and FSDP step on two GPUs', 'fewer than two GPUs visible' if cuda
+                        else 'no CUDA (--distributed-on-cpu runs it over gloo)')
+        res['distributed'] = two_process_steps('cuda' if cuda else 'cpu')
         where = 'GPUs (NCCL)' if cuda else 'CPU processes (gloo)'
-        lines += [f'## DDP and FSDP step on two {where}', '',
-                  "| wrapper | loss | largest difference of the ranks' weights |",
-                  '|---|---:|---:|']
-        lines += [f"| {r['wrapper']} | {r['loss']} | {r['rank_weight_diff']:.1e} |"
-                  for r in res['distributed']] + ['']
-    else:
-        skip('DDP and FSDP step on two GPUs', 'fewer than two GPUs visible' if cuda
-             else 'no CUDA (--distributed-on-cpu runs it over gloo)')
+        return [f'## DDP and FSDP step on two {where}', '',
+                "| wrapper | loss | largest difference of the ranks' weights |",
+                '|---|---:|---:|'] + [
+                    f"| {r['wrapper']} | {r['loss']} | {r['rank_weight_diff']:.1e} |"
+                    for r in res['distributed']] + ['']
 
+    for title, section in (('mmcv ops', mmcv_ops), ('code agreement', agreement),
+                           ('throughput and MFU', mfu), ('memory', memory),
+                           ('two-process steps', distributed)):
+        log(f'{title} ...')
+        try:
+            lines += section()
+        except Exception as e:  # one report shows every section: name the error, go on
+            res['failed'].append(dict(section=title, error=f'{type(e).__name__}: {e}'))
+            log(f'{title} FAILED: {type(e).__name__}: {e}')
     if res['skipped']:
         lines += ['## Skipped', ''] + [f"- {s['section']}: {s['reason']}"
                                        for s in res['skipped']] + ['']
+    if res['failed']:
+        lines += ['## Failed', ''] + [f"- {f['section']}: `{f['error']}`"
+                                      for f in res['failed']] + ['']
     return res, lines

@@ -202,6 +202,7 @@ def test_gpu_check_runs_its_cpu_part_and_lists_what_it_skipped(tmp_path):
     assert {s['section'] for s in res['skipped']} == {
         'mmcv ops on the GPU against the CPU', 'throughput and MFU', 'memory at the paper batch'}
     assert '## Skipped' in text and '- throughput and MFU: no CUDA' in text
+    assert res['failed'] == [] and '## Failed' not in text and proc.returncode == 0
     a = res['code_agreement']
     assert a['codes'] == 8 * 8 * 8  # 8 images, 64 px, 8x down
     assert a['flipped'] == pytest.approx(a['codes'] * (1 - a['agreement']))
@@ -209,6 +210,35 @@ def test_gpu_check_runs_its_cpu_part_and_lists_what_it_skipped(tmp_path):
     # DDP and FSDP over gloo: gradients reduced, so both ranks hold the same weights
     assert [r['wrapper'] for r in res['distributed']] == ['DDP', 'FSDP']
     assert all(r['rank_weight_diff'] == 0 and r['loss'] > 0 for r in res['distributed'])
+
+
+def test_gpu_check_reports_a_failing_section_and_runs_the_others(monkeypatch):
+    from peco_mm.tooling import gpu_check as gc
+
+    def broken(*args, **kwargs):
+        raise RuntimeError('planted')
+    monkeypatch.setattr(gc, 'check_code_agreement', broken)
+    monkeypatch.setattr(gc, 'two_process_steps', lambda kind: [
+        dict(wrapper='DDP', loss=1.0, rank_weight_diff=0.0)])
+    res, lines = gc.run_gpu_check('.', 'cpu', smoke=True, distributed_on_cpu=True,
+                                  log=lambda msg: None)
+    assert res['failed'] == [dict(section='code agreement', error='RuntimeError: planted')]
+    assert 'code_agreement' not in res and res['distributed'][0]['wrapper'] == 'DDP'
+    text = '\n'.join(lines)
+    assert text.index('## DDP and FSDP step') < text.index('## Failed')
+    assert '- code agreement: `RuntimeError: planted`' in text
+
+
+def test_gpu_check_inputs_are_fresh_leaves_on_every_device():
+    # the CPU reference run must not mark the shared input: if it did, the GPU run's copy
+    # would be a non-leaf and its .grad None (what the first run on a GPU hit)
+    from peco_mm.tooling import gpu_check as gc
+    t = torch.randn(2, 3)
+    first, second = gc.fresh_leaf(t, 'cpu'), gc.fresh_leaf(t, 'cpu')
+    assert not t.requires_grad
+    for x in (first, second):
+        assert x.is_leaf and x.requires_grad and x.data_ptr() != t.data_ptr()
+        assert torch.equal(x, t)
 
 
 def test_gpu_check_sections_run_on_any_device():
