@@ -38,6 +38,10 @@ class PeCo(BaseSelfSupervisor):
             is built.
         num_masked: masked patches per image; None reads it from the first batch (one host
             read, once) and then only checks it on the device.
+        target_chunk: images the tokenizer encodes at a time (None: the whole batch at once).
+            The codes are the same; the encoder's activations at 224 px (about 84 MiB per
+            image on a GPU) then stop growing with the batch, which at 256 images per GPU was
+            the peak memory of a ViT-B step, and of a ViT-L step with `with_cp`.
         require_target_checkpoint: refuse a tokenizer config without pretrained weights
             (random targets teach nothing). Benchmarks and tests switch it off.
         data_preprocessor: `OneViewTwoNormDataPreprocessor` (the shipped configs: one view
@@ -51,6 +55,7 @@ class PeCo(BaseSelfSupervisor):
                  head: dict,
                  target_generator: dict | nn.Module,
                  num_masked: int | None = None,
+                 target_chunk: int | None = 64,
                  require_target_checkpoint: bool = True,
                  data_preprocessor: dict | nn.Module | None = None,
                  init_cfg: dict | list | None = None,
@@ -60,8 +65,9 @@ class PeCo(BaseSelfSupervisor):
                              'tokenizer, e.g. dict(type="FrozenPeCoTokenizer", checkpoint=...))')
         if require_target_checkpoint and isinstance(target_generator, dict):
             check_target_checkpoint(target_generator)
-        if num_masked is not None and num_masked < 1:
-            raise ValueError(f'num_masked={num_masked}; allowed: None or a positive int')
+        for key, value in (('num_masked', num_masked), ('target_chunk', target_chunk)):
+            if value is not None and value < 1:
+                raise ValueError(f'{key}={value}; allowed: None or a positive int')
         # shapes come from the parts: the head's width from the module before it, its
         # classes from the tokenizer (a value given in the config is checked against it)
         backbone, target_generator = build(backbone), build(target_generator)
@@ -77,6 +83,7 @@ class PeCo(BaseSelfSupervisor):
                          target_generator=target_generator,
                          data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         self.num_masked = num_masked
+        self.target_chunk = target_chunk
         self.check_parts()
         self.freeze_target_generator()
 
@@ -106,18 +113,22 @@ class PeCo(BaseSelfSupervisor):
     # ---- steps ----------------------------------------------------------------------------
     @torch.no_grad()
     def tokenize(self, img: torch.Tensor) -> torch.Tensor:
-        """The frozen tokenizer's codes of the target view: (B, h, w) long, no grad."""
+        """The frozen tokenizer's codes of the target view: (B, h, w) long, no grad, encoded
+        `target_chunk` images at a time."""
         if self.target_generator.training:
             raise RuntimeError('PeCo: the target generator is in training mode; it must stay '
                                'frozen (do not call .train() on it)')
+        chunks = img.split(self.target_chunk) if self.target_chunk else (img, )
+        return torch.cat([self.codes_of(chunk) for chunk in chunks])
+
+    def codes_of(self, img: torch.Tensor) -> torch.Tensor:
+        """(b, 3, H, W) -> (b, h, w) long codes of the target generator."""
         tg = self.target_generator
         if hasattr(tg, 'encode'):
-            codes = tg.encode(img)  # (B, h, w)
-        else:
-            logits = tg(img)  # (B, K, h, w), e.g. DALL-E
-            self.check_codebook_size(logits.shape[1])
-            codes = logits.argmax(dim=1)
-        return codes.long()
+            return tg.encode(img).long()  # (b, h, w)
+        logits = tg(img)  # (b, K, h, w), e.g. DALL-E
+        self.check_codebook_size(logits.shape[1])
+        return logits.argmax(dim=1)
 
     def masked_positions(self, mask: torch.Tensor) -> torch.Tensor:
         """(B, N) bool mask -> (B, M) indices of its masked patches, M fixed, no host sync."""

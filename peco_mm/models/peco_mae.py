@@ -102,7 +102,7 @@ class PeCoMAE(PeCo):
             qkv_bias='qkv', no layer scale).
         neck: `PeCoMAEDecoder`; its `in_channels` is the backbone width.
         head: `PeCoMIMHead` with `in_channels` = decoder width, `num_classes` = codebook size.
-        target_generator: the frozen tokenizer, as for `PeCo`.
+        target_generator, target_chunk: the frozen tokenizer and its chunk, as for `PeCo`.
         mask_ratio: fraction of patches masked (MAE: 0.75); the count is round(ratio * N).
         fix_pos_embed: use a fixed 2-D sin-cos encoder position table, as MAE does.
     """
@@ -114,6 +114,7 @@ class PeCoMAE(PeCo):
                  target_generator: dict | nn.Module,
                  mask_ratio: float = 0.75,
                  fix_pos_embed: bool = True,
+                 target_chunk: int | None = 64,
                  require_target_checkpoint: bool = True,
                  data_preprocessor: dict | nn.Module | None = None,
                  init_cfg: dict | list | None = None) -> None:
@@ -122,7 +123,7 @@ class PeCoMAE(PeCo):
         self.mask_ratio = mask_ratio
         self.fix_pos_embed = fix_pos_embed
         super().__init__(backbone=backbone, neck=neck, head=head,
-                         target_generator=target_generator,
+                         target_generator=target_generator, target_chunk=target_chunk,
                          require_target_checkpoint=require_target_checkpoint,
                          data_preprocessor=data_preprocessor, init_cfg=init_cfg)
         if fix_pos_embed:

@@ -122,6 +122,25 @@ def test_targets_under_no_grad_and_tokenizer_stays_frozen(tokenizer_ckpt):
         model.tokenize(x)
 
 
+def test_targets_encoded_in_chunks_equal_the_whole_batch(tokenizer_ckpt):
+    # the chunk caps the encoder's activation memory; the codes must not change
+    chunked = tiny_peco(tokenizer_ckpt[1], target_chunk=3).train()
+    whole = tiny_peco(tokenizer_ckpt[1], target_chunk=None).train()
+    tok = chunked.target_generator
+    sizes = []
+    encode = tok.encode
+    tok.encode = lambda img: (sizes.append(img.shape[0]), encode(img))[1]
+    torch.manual_seed(3)
+    x = torch.rand(8, 3, 32, 32) * 2 - 1
+    codes = chunked.tokenize(x)
+    assert sizes == [3, 3, 2] and codes.shape == (8, 4, 4) and codes.dtype == torch.long
+    assert torch.equal(codes, whole.tokenize(x))
+    assert torch.equal(codes, encode(x))
+    assert len(set(codes.flatten().tolist())) > 1  # not one codeword everywhere
+    with pytest.raises(ValueError, match='target_chunk=0'):
+        tiny_peco(tokenizer_ckpt[1], target_chunk=0)
+
+
 # ---- PeCo_MAE ----------------------------------------------------------------------------------
 def test_peco_mae_masking_and_decoder_order(tokenizer_ckpt):
     from mmpretrain.registry import MODELS
