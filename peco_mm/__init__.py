@@ -47,6 +47,9 @@ def register_all() -> list[str]:
     allow_mmengine_checkpoints()
     route_mmengine_checkpoints()  # load_from / resume / init_cfg read weights-only
     skipped = []
+    if not _registered:
+        for problem in _registry.host_stack_problems():
+            warnings.warn(f'peco_mm: {problem}', stacklevel=2)
     for mod in CORE_MODULES:
         importlib.import_module(mod)
     for mod, (host, registry_name, names) in HOST_MODULES.items():

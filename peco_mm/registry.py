@@ -32,6 +32,34 @@ def host_available(name: str) -> bool:
         return False
 
 
+def host_stack_problems() -> list[str]:
+    """Known incompatibilities of the installed host packages, one sentence each, found from
+    their installed versions without importing them."""
+    from importlib.metadata import PackageNotFoundError, version
+    problems = []
+    try:
+        mmpretrain, transformers = version('mmpretrain'), version('transformers')
+    except PackageNotFoundError:
+        return problems
+    if mmpretrain.startswith('1.') and _release(transformers) >= (4, 52):
+        problems.append(
+            f'mmpretrain {mmpretrain} cannot be imported next to transformers {transformers} '
+            '(its multimodal models use names that transformers 4.52 removed; the error is '
+            '"TypeError: NoneType takes no arguments"): pip install "transformers<4.52", or '
+            'uninstall transformers')
+    return problems
+
+
+def _release(v: str) -> tuple[int, ...]:
+    """'4.51.3' -> (4, 51, 3); stops at the first part that is not a number."""
+    parts = []
+    for part in v.split('.'):
+        if not part.isdigit():
+            break
+        parts.append(int(part))
+    return tuple(parts)
+
+
 def lazy_builder(module: str, registry, name: str):
     """A stand-in registered as `name`: on first use it imports `module`, whose own
     registration replaces it, then builds the real class with the same arguments."""

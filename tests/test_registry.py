@@ -95,3 +95,29 @@ def test_checkpoints_of_our_launcher_keep_history_buffer_unpatched(tmp_path):
     torch.save({'buf': buf}, tmp_path / 'b.pth')  # mmengine's own pickling: not safe to load
     with pytest.raises(Exception, match='(?i)weights.only'):
         torch.load(tmp_path / 'b.pth', weights_only=True)
+
+
+def test_a_transformers_that_breaks_mmpretrain_is_named(monkeypatch):
+    # mmpretrain 1.2's import fails with an unhelpful TypeError next to transformers >= 4.52
+    import importlib.metadata as md
+
+    from peco_mm import registry
+    installed = {'mmpretrain': '1.2.0', 'transformers': '5.17.0'}
+
+    def version(name):
+        if name not in installed:
+            raise md.PackageNotFoundError(name)
+        return installed[name]
+    monkeypatch.setattr(md, 'version', version)
+    (problem, ) = registry.host_stack_problems()
+    assert 'transformers 5.17.0' in problem and 'transformers<4.52' in problem
+    for ok in ('4.51.3', '4.45.0', '3.0.0'):
+        installed['transformers'] = ok
+        assert registry.host_stack_problems() == []
+    installed['transformers'] = '4.52.0rc1'
+    assert len(registry.host_stack_problems()) == 1
+    del installed['transformers']
+    assert registry.host_stack_problems() == []
+    # the installed stack of this repository has none
+    monkeypatch.undo()
+    assert registry.host_stack_problems() == []
