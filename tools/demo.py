@@ -189,11 +189,7 @@ def stage_data(demo: Demo) -> dict:
 
 def stage_mocov3(demo: Demo, data: dict) -> dict:
     """MoCo v3, converted to PeCoViT at the path the tokenizer config reads, and checked."""
-    import torch
-
-    from peco_mm.checkpoint import read_checkpoint
-    from peco_mm.models.vit import PeCoViT
-    from peco_mm.tooling.demo_checks import view_retrieval
+    from peco_mm.tooling.demo_checks import trained_and_random, view_retrieval
     from peco_mm.utils.image import find_images, read_rgb
     from peco_mm.tooling.tool_runs import call_tool
     r = demo.train('mocov3_vit_tiny_photos.py', 'mocov3')
@@ -204,22 +200,16 @@ def stage_mocov3(demo: Demo, data: dict) -> dict:
     if rc != 0:
         raise RuntimeError(f'tools/convert_checkpoint.py {r["ckpt"]} failed:\n{log}')
 
-    trained = PeCoViT.from_checkpoint(pecovit, num_heads=heads, out_type='avg_featmap').eval()
+    trained, randoms = trained_and_random(pecovit, heads)  # random: as initialised for training
     views = next(t for t in r['cfg'].train_pipeline if t['type'] == 'MultiView')['transforms']
     images = [read_rgb(f) for f in find_images(data['imagenet'] / 'val')]
 
     def retrieval(net):
         return view_retrieval(lambda x: net(x)[-1], images, views)
 
-    randoms = []
-    for seed in range(3):  # the same ViT, initialised as for training
-        torch.manual_seed(seed)
-        net = PeCoViT(**read_checkpoint(pecovit)['meta']['pecovit_args'],
-                      out_type='avg_featmap')
-        net.init_weights()
-        randoms.append(retrieval(net.eval()))
     return dict(r, pecovit=pecovit, n_views=len(images), iters=demo.schedule(r),
-                retrieval=dict(trained=retrieval(trained), random=randoms))
+                retrieval=dict(trained=retrieval(trained),
+                               random=[retrieval(net) for net in randoms]))
 
 
 def stage_tokenizers(demo: Demo) -> dict:

@@ -280,22 +280,16 @@ def shape_knn(study: Study, pecovit: str) -> dict:
     and of the same ViT randomly initialised (3 inits)."""
     import torch
 
-    from peco_mm.models.vit import PeCoViT
-    from peco_mm.tooling.demo_checks import knn_accuracy
+    from peco_mm.tooling.demo_checks import knn_accuracy, trained_and_random
     from peco_mm.utils.image import IMAGENET_MEAN, IMAGENET_STD, find_images, load_images
     files = find_images(study.wd / 'world' / 'cls' / 'val')
     from peco_mm.tooling.shape_world import CLASSES
     labels = torch.tensor([CLASSES.index(Path(f).parent.name) for f in files])
     x = load_images(files, mean=IMAGENET_MEAN, std=IMAGENET_STD)  # (N, 3, 32, 32), as MoCo v3
-    trained = PeCoViT.from_checkpoint(pecovit, num_heads=4, out_type='avg_featmap').eval()
+    trained, randoms = trained_and_random(pecovit, num_heads=4)
     with torch.no_grad():
-        out = dict(trained=knn_accuracy(trained(x)[-1], labels), random=[])
-        for seed in range(3):
-            torch.manual_seed(seed)
-            net = PeCoViT(**torch.load(pecovit)['meta']['pecovit_args'],
-                          out_type='avg_featmap')
-            net.init_weights()
-            out['random'].append(knn_accuracy(net.eval()(x)[-1], labels))
+        out = dict(trained=knn_accuracy(trained(x)[-1], labels),
+                   random=[knn_accuracy(net(x)[-1], labels) for net in randoms])
     return out
 
 

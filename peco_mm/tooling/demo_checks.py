@@ -75,3 +75,22 @@ def knn_accuracy(features: torch.Tensor, labels: torch.Tensor) -> float:
     sim = f @ f.T  # (N, N)
     sim.fill_diagonal_(-float('inf'))
     return float((labels[sim.argmax(1)] == labels).float().mean() * 100)
+
+
+def trained_and_random(pecovit: str, num_heads: int, seeds: Sequence[int] = (0, 1, 2)
+                       ) -> tuple[torch.nn.Module, list[torch.nn.Module]]:
+    """A converted PeCoViT checkpoint in eval mode, mean-pooled, and the same architecture
+    initialised at random once per seed (what its training started from): the baseline that
+    says how much of a feature's score the training earned. The architecture comes from the
+    arguments the converter stored, whatever `out_type` they name."""
+    from ..checkpoint import read_checkpoint
+    from ..models.vit import PeCoViT
+    trained = PeCoViT.from_checkpoint(pecovit, num_heads=num_heads, out_type='avg_featmap')
+    args = dict(read_checkpoint(pecovit)['meta']['pecovit_args'], out_type='avg_featmap')
+    randoms = []
+    for seed in seeds:
+        torch.manual_seed(seed)
+        net = PeCoViT(**args)
+        net.init_weights()
+        randoms.append(net.eval())
+    return trained.eval(), randoms

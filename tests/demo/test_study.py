@@ -109,3 +109,29 @@ def test_report_compares_every_trained_row_with_chance(tmp_path):
     top1 = next(c for c in vs_chance if '|scratch|' not in c and 'top-1' in c)
     assert 'higher in 2, lower in 1' in top1 and 'undecided' in top1
     assert all('consistent, as the paper expects' in c for c in vs_chance if 'mIoU' in c)
+
+
+def test_trained_and_random_twins_of_a_converted_classifier(tmp_path):
+    # a classifier's conversion stores its own out_type among the arguments; the random twins
+    # must still build, with the trained net's architecture and different weights
+    import torch
+
+    from peco_mm.models.vit import PeCoViT
+    from peco_mm.tooling.demo_checks import trained_and_random
+    args = dict(arch=dict(embed_dims=32, num_layers=2, num_heads=2, mlp_ratio=2.0),
+                img_size=16, patch_size=4, out_type='cls_token')
+    torch.manual_seed(5)
+    src = PeCoViT(**args)
+    src.init_weights()
+    path = tmp_path / 'net.pth'
+    torch.save({'state_dict': src.state_dict(), 'meta': dict(pecovit_args=args)}, path)
+    trained, randoms = trained_and_random(str(path), num_heads=2, seeds=(0, 1))
+    x = torch.randn(3, 3, 16, 16)
+    with torch.no_grad():
+        feats = [net(x)[-1] for net in (trained, *randoms)]
+    assert not trained.training and all(f.shape == (3, 32) for f in feats)
+    src.out_type = 'avg_featmap'
+    with torch.no_grad():
+        assert torch.allclose(feats[0], src.eval()(x)[-1], atol=1e-6)
+    assert not torch.allclose(feats[1], feats[2])  # seeds differ
+    assert not torch.allclose(feats[0], feats[1])  # and from the trained weights
