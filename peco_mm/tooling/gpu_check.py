@@ -22,6 +22,7 @@ import os
 import re
 import statistics
 import time
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -261,6 +262,95 @@ def _rank_steps(rank: int, world: int, device_type: str, port: int, results) -> 
 
 
 # ---- the report -------------------------------------------------------------------------------
+@dataclass
+class Check:
+    """One gpu-check: its settings, and the results and skipped sections gathered so far."""
+    root: str
+    device: str
+    tokenizer: str | None
+    batch: int
+    steps: int
+    warmup: int
+    agreement_images: int
+    smoke: bool
+    distributed_on_cpu: bool
+    res: dict = field(default_factory=dict)
+
+    @property
+    def cuda(self) -> bool:
+        return self.device.startswith('cuda')
+
+    def skip(self, section: str, why: str) -> list[str]:
+        self.res['skipped'].append(dict(section=section, reason=why))
+        return []
+
+
+def section_mmcv_ops(c: Check) -> list[str]:
+    if not c.cuda:
+        return c.skip('mmcv ops on the GPU against the CPU', 'no CUDA')
+    rows = c.res['mmcv_ops'] = check_mmcv_ops(c.device)
+    return ['## torchvision-backed mmcv ops, on the GPU against the CPU', '',
+            '| op | max abs difference | passed |', '|---|---:|---|'] + [
+                f"| {r['op']} | {r['diff']} | {'yes' if r['passed'] else '**NO**'} |"
+                for r in rows] + ['']
+
+
+def section_agreement(c: Check) -> list[str]:
+    size = 64 if c.smoke else 224
+    num = c.agreement_images if c.cuda and not c.smoke else min(c.agreement_images, 8)
+    a = c.res['code_agreement'] = check_code_agreement(
+        tokenizer_for_check(c.tokenizer, c.smoke), c.device, num, size,
+        init_codebook=not c.tokenizer)
+    which = c.tokenizer or ('paper architecture' if not c.smoke else 'tiny (smoke)') + \
+        ', random weights, codebook from encoder outputs'
+    return ['## bf16 code agreement of the tokenizer (`encode`, bf16 autocast against fp32)',
+            '', f"Tokenizer: {which}; {a['images']} random smooth images at "
+            f"{a['img_size']} px on {c.device}.", '',
+            '| codes | flipped | agreement | median gap (flipped) |', '|---:|---:|---:|---:|',
+            f"| {a['codes']:.0f} | {a['flipped']:.0f} | {a['agreement']:.2%} | "
+            f"{a['flipped_median_gap']:.2e} |", '']
+
+
+def section_mfu(c: Check) -> list[str]:
+    peak = c.res['card_peak']
+    if not (c.cuda and peak):
+        return c.skip('throughput and MFU', f"{c.res['device']} not in CARD_PEAKS"
+                      if c.cuda else 'no CUDA')
+    rows = c.res['mfu'] = mfu_rows(c.device, peak[1], c.batch, c.steps, c.warmup, c.smoke)
+    return [f'## Throughput and MFU in bf16 (against {peak[1]:.0f} TFLOP/s)', '',
+            '| what | batch | img/s | TFLOP/s | MFU |', '|---|---:|---:|---:|---:|'] + [
+                f"| {r['what']} | {r['batch']} | {r['img_per_s']} | {r['tflops']} | "
+                f"{r['mfu']:.1%} |" for r in rows] + ['']
+
+
+def section_memory(c: Check) -> list[str]:
+    if not c.cuda or c.smoke:
+        return c.skip('memory at the paper batch', 'smoke run' if c.cuda else
+                      'no CUDA (CPU estimate: tools/benchmark.py memory)')
+    rows = c.res['memory'] = memory_rows(c.root, c.device)
+    return ['## Peak memory of a pretraining step at 256 images per GPU (2048 / 8)', '',
+            '| model | with_cp | peak |', '|---|---|---:|'] + [
+                f"| {r['model']} | {r['with_cp']} | {r['peak']} |" for r in rows] + ['']
+
+
+def section_distributed(c: Check) -> list[str]:
+    if not ((c.cuda and torch.cuda.device_count() >= 2) or c.distributed_on_cpu):
+        return c.skip('DDP and FSDP step on two GPUs', 'fewer than two GPUs visible' if c.cuda
+                      else 'no CUDA (--distributed-on-cpu runs it over gloo)')
+    rows = c.res['distributed'] = two_process_steps('cuda' if c.cuda else 'cpu')
+    where = 'GPUs (NCCL)' if c.cuda else 'CPU processes (gloo)'
+    return [f'## DDP and FSDP step on two {where}', '',
+            "| wrapper | loss | largest difference of the ranks' weights |", '|---|---:|---:|'] + [
+                f"| {r['wrapper']} | {r['loss']} | {r['rank_weight_diff']:.1e} |"
+                for r in rows] + ['']
+
+
+SECTIONS: list[tuple[str, Callable[[Check], list[str]]]] = [
+    ('mmcv ops', section_mmcv_ops), ('code agreement', section_agreement),
+    ('throughput and MFU', section_mfu), ('memory', section_memory),
+    ('two-process steps', section_distributed)]
+
+
 def run_gpu_check(root: str, device: str, tokenizer: str | None = None, batch: int = 64,
                   steps: int = 5, warmup: int = 2, agreement_images: int = 64,
                   smoke: bool = False, distributed_on_cpu: bool = False,
@@ -269,86 +359,24 @@ def run_gpu_check(root: str, device: str, tokenizer: str | None = None, batch: i
     that need CUDA (or two GPUs) are listed under 'Skipped' with the reason; a section that
     raises is listed under 'Failed' with its error, and the others still run."""
     from ..engine.optimizers import cpu_has_native_bf16
-    cuda = device.startswith('cuda')
-    name = torch.cuda.get_device_name(device) if cuda else 'CPU'
-    peak = card_peak(name) if cuda else None
-    res = dict(device=name, torch=torch.__version__, cuda=torch.version.cuda,
-               gpus=torch.cuda.device_count(), cpu_native_bf16=cpu_has_native_bf16(),
-               card_peak=peak, skipped=[], failed=[])
+    c = Check(root, device, tokenizer, batch, steps, warmup, agreement_images, smoke,
+              distributed_on_cpu)
+    name = torch.cuda.get_device_name(device) if c.cuda else 'CPU'
+    peak = card_peak(name) if c.cuda else None
+    res = c.res = dict(device=name, torch=torch.__version__, cuda=torch.version.cuda,
+                       gpus=torch.cuda.device_count(), cpu_native_bf16=cpu_has_native_bf16(),
+                       card_peak=peak, skipped=[], failed=[])
     lines = ['# peco_mm GPU check', '',
              f'Device: {name}; torch {res["torch"]}, CUDA {res["cuda"]}, {res["gpus"]} GPU(s) '
              f'visible; this CPU has native bf16: {res["cpu_native_bf16"]}.']
-    if cuda:
+    if c.cuda:
         lines.append(f'bf16 dense peak: {peak[1]:.0f} TFLOP/s ({peak[0]}, datasheet)' if peak
                      else f'{name} is not in the table of card peaks: MFU is not computed.')
     lines.append('')
-
-    def skip(section, why):
-        res['skipped'].append(dict(section=section, reason=why))
-        return []
-
-    def mmcv_ops():
-        if not cuda:
-            return skip('mmcv ops on the GPU against the CPU', 'no CUDA')
-        res['mmcv_ops'] = check_mmcv_ops(device)
-        return ['## torchvision-backed mmcv ops, on the GPU against the CPU', '',
-                '| op | max abs difference | passed |', '|---|---:|---|'] + [
-                    f"| {r['op']} | {r['diff']} | {'yes' if r['passed'] else '**NO**'} |"
-                    for r in res['mmcv_ops']] + ['']
-
-    def agreement():
-        size = 64 if smoke else 224
-        num = min(agreement_images, 8) if smoke or not cuda else agreement_images
-        a = res['code_agreement'] = check_code_agreement(
-            tokenizer_for_check(tokenizer, smoke), device, num, size,
-            init_codebook=not tokenizer)
-        which = tokenizer or ('paper architecture' if not smoke else 'tiny (smoke)') + \
-            ', random weights, codebook from encoder outputs'
-        return ['## bf16 code agreement of the tokenizer (`encode`, bf16 autocast against fp32)',
-                '', f"Tokenizer: {which}; {a['images']} random smooth images at "
-                f"{a['img_size']} px on {device}.", '',
-                '| codes | flipped | agreement | median gap (flipped) |', '|---:|---:|---:|---:|',
-                f"| {a['codes']:.0f} | {a['flipped']:.0f} | {a['agreement']:.2%} | "
-                f"{a['flipped_median_gap']:.2e} |", '']
-
-    def mfu():
-        if not (cuda and peak):
-            return skip('throughput and MFU', 'no CUDA' if not cuda else
-                        f'{name} not in CARD_PEAKS')
-        res['mfu'] = mfu_rows(device, peak[1], batch, steps, warmup, smoke)
-        return [f'## Throughput and MFU in bf16 (against {peak[1]:.0f} TFLOP/s)', '',
-                '| what | batch | img/s | TFLOP/s | MFU |', '|---|---:|---:|---:|---:|'] + [
-                    f"| {r['what']} | {r['batch']} | {r['img_per_s']} | {r['tflops']} | "
-                    f"{r['mfu']:.1%} |" for r in res['mfu']] + ['']
-
-    def memory():
-        if not cuda or smoke:
-            return skip('memory at the paper batch', 'smoke run' if cuda else
-                        'no CUDA (CPU estimate: tools/benchmark.py memory)')
-        res['memory'] = memory_rows(root, device)
-        return ['## Peak memory of a pretraining step at 256 images per GPU (2048 / 8)', '',
-                '| model | with_cp | peak |', '|---|---|---:|'] + [
-                    f"| {r['model']} | {r['with_cp']} | {r['peak']} |"
-                    for r in res['memory']] + ['']
-
-    def distributed():
-        if not ((cuda and torch.cuda.device_count() >= 2) or distributed_on_cpu):
-            return skip('DDP and FSDP step on two GPUs', 'fewer than two GPUs visible' if cuda
-                        else 'no CUDA (--distributed-on-cpu runs it over gloo)')
-        res['distributed'] = two_process_steps('cuda' if cuda else 'cpu')
-        where = 'GPUs (NCCL)' if cuda else 'CPU processes (gloo)'
-        return [f'## DDP and FSDP step on two {where}', '',
-                "| wrapper | loss | largest difference of the ranks' weights |",
-                '|---|---:|---:|'] + [
-                    f"| {r['wrapper']} | {r['loss']} | {r['rank_weight_diff']:.1e} |"
-                    for r in res['distributed']] + ['']
-
-    for title, section in (('mmcv ops', mmcv_ops), ('code agreement', agreement),
-                           ('throughput and MFU', mfu), ('memory', memory),
-                           ('two-process steps', distributed)):
+    for title, section in SECTIONS:
         log(f'{title} ...')
         try:
-            lines += section()
+            lines += section(c)
         except Exception as e:  # one report shows every section: name the error, go on
             res['failed'].append(dict(section=title, error=f'{type(e).__name__}: {e}'))
             log(f'{title} FAILED: {type(e).__name__}: {e}')
