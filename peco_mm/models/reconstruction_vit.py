@@ -1,0 +1,64 @@
+"""Table 4's second column: a frozen ImageNet classifier (the paper: DeiT-T, 72.2 % top-1 on
+clean val) scoring the images a tokenizer reconstructs. The better the codes keep what a
+classifier needs, the higher its accuracy on their decodings.
+
+`ReconstructionViT` is mmpretrain's `VisionTransformer` that first passes its input through a
+frozen tokenizer (encode, decode) and rounds the reconstruction to 8-bit pixels, as a saved
+image would be. Its own weights keep mmpretrain's names, so the classifier's checkpoint, as
+mmpretrain's DeiT recipe writes it, loads unchanged (configs/peco/recon_deit_tiny_in1k.py).
+"""
+from __future__ import annotations
+
+import os.path as osp
+
+import torch
+from mmpretrain.models import VisionTransformer
+
+from ..registry import MODELS
+from ..utils.image import IMAGENET_MEAN, IMAGENET_STD
+
+
+@MODELS.register_module(force=True)  # replaces the stand-in registered by `import peco_mm`
+class ReconstructionViT(VisionTransformer):
+    """mmpretrain's ViT on a frozen tokenizer's reconstructions of its input.
+
+    Args:
+        tokenizer: the tokenizer checkpoint written by tools/train.py (read with its decoder,
+            frozen). It is kept outside this module's state dict: the classifier's checkpoint
+            holds no tokenizer weights, and `tools/test.py --checkpoint` loads it strictly.
+        mean, std: the classifier's input normalisation (RGB, 0-255), ImageNet's by default.
+        **kwargs: mmpretrain's `VisionTransformer` (e.g. arch='deit-tiny').
+    Inputs are the tokenizer's: RGB in [-1, 1] (the data preprocessor's mean = std = 127.5).
+    """
+
+    def __init__(self, tokenizer: str, mean: tuple = tuple(IMAGENET_MEAN),
+                 std: tuple = tuple(IMAGENET_STD), **kwargs) -> None:
+        if not tokenizer or not osp.isfile(str(tokenizer)):
+            raise FileNotFoundError(
+                f'ReconstructionViT: tokenizer checkpoint {tokenizer!r} not found; set '
+                'model.backbone.tokenizer=PATH to a tokenizer trained with tools/train.py '
+                '(configs/peco/tokenizer_*.py)')
+        super().__init__(**kwargs)
+        frozen = MODELS.build(dict(type='FrozenPeCoTokenizer', checkpoint=tokenizer,
+                                   with_decoder=True, channels_last=False))
+        self._tokenizer = [frozen.requires_grad_(False).eval()]  # a list: not a submodule
+        self.register_buffer('pixel_mean', torch.tensor(mean).view(1, 3, 1, 1), False)
+        self.register_buffer('pixel_std', torch.tensor(std).view(1, 3, 1, 1), False)
+
+    @property
+    def tokenizer(self):
+        return self._tokenizer[0]
+
+    def _apply(self, fn, *args, **kwargs):  # .to(), .cuda(), .half() reach the tokenizer too
+        self.tokenizer._apply(fn, *args, **kwargs)
+        return super()._apply(fn, *args, **kwargs)
+
+    @torch.no_grad()
+    def reconstruct(self, img: torch.Tensor) -> torch.Tensor:
+        """(B, 3, H, W) in [-1, 1] -> the reconstruction as 8-bit RGB values, float 0-255."""
+        recon = self.tokenizer.decode(self.tokenizer.encode(img))  # (B, 3, H, W) in [-1, 1]
+        return ((recon.float() + 1) * 127.5).round().clamp(0, 255)
+
+    def forward(self, img: torch.Tensor) -> tuple:
+        pixels = self.reconstruct(img)
+        return super().forward((pixels - self.pixel_mean) / self.pixel_std)
