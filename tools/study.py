@@ -8,7 +8,9 @@ schedule, and the checkpoint each run reads set to the one its producer wrote):
 
   0. world       tools/make_world.py's splits (unlabeled, judge, few-label, ADE20K layout)
   1. networks    MoCo v3 twice (seed 0: the perceptual loss's network; seed 1: the network
-                 that only measures), converted to PeCoViT; a supervised judge on clean images
+                 that only measures), converted to PeCoViT; a supervised judge on clean images.
+                 --perceptual supervised: the loss's network is a supervised ViT instead (the
+                 judge's recipe and data, seed 1; the paper's supervised-VGG row)
   2. tokenizers  the VQ-VAE at every lambda of the profile, per seed; tools/test.py's
                  TokenizerMetric: PSNR, SSIM, perceptual distance (measuring network),
                  codeword probe, the judge's accuracy on the reconstructions (Tables 4, 10)
@@ -51,6 +53,7 @@ PROFILES = {
 # relative seconds per iteration of each stage, for the ETA before any run has finished
 COST = dict(mocov3=1.0, judge=0.35, tokenizer=1.0, pretrain=0.8, cls=0.2, seg=0.35)
 INITS = ('peco', 'pixel', 'scratch')
+PERCEPTUAL = ('mocov3', 'supervised')
 EPILOG = """examples:
   tools/study.py                                  # the full study, work_dirs/study
   tools/study.py --profile demo --work-dir work_dirs/demo    # what `make demo` runs
@@ -66,7 +69,15 @@ def parse_args(argv=None):
     p.add_argument('--profile', default='full', choices=sorted(PROFILES),
                    help='world size, seeds, lambdas and schedules (full)')
     p.add_argument('--seeds', type=int, default=None, help="seeds per row (the profile's)")
+    p.add_argument('--n-pretrain', type=int, default=None,
+                   help="unlabeled world images (the profile's: full 20000, demo 5000)")
+    p.add_argument('--val-per-class', type=int, default=None,
+                   help="validation images per class (the profile's: full 30, demo 20)")
     p.add_argument('--title', default='study', help='the report title')
+    p.add_argument('--perceptual', default='mocov3', choices=PERCEPTUAL,
+                   help="the perceptual loss's network: mocov3 (the paper's default, "
+                   'self-supervised) or supervised (a ViT trained on the labelled judge split '
+                   'with seed 1, as the paper\'s supervised-VGG row); default mocov3')
     p.add_argument('--only-seeds', default=None,
                    help='comma-separated seeds: train only their runs (and the shared ones '
                    'no other process is training), write no report; several processes with '
@@ -102,7 +113,11 @@ def set_schedule(cfg, iters: int) -> None:
 class Study:
     """The runs of a profile, where they write, and the console's progress and ETA."""
 
-    def __init__(self, work_dir: str, profile: str, seeds: int | None = None) -> None:
+    def __init__(self, work_dir: str, profile: str, seeds: int | None = None,
+                 perceptual: str = 'mocov3') -> None:
+        if perceptual not in PERCEPTUAL:
+            raise ValueError(f'perceptual={perceptual!r}; allowed: {PERCEPTUAL}')
+        self.perceptual = perceptual
         self.wd = Path(work_dir).resolve()
         self.profile = profile
         self.p = PROFILES[profile]
@@ -116,7 +131,8 @@ class Study:
         cost units) in the order they run."""
         from peco_mm.engine.console import RunPlan
         it = self.p['iters']
-        plan = [('mocov3', 'MoCo v3 (perceptual loss network), seed 0', 'mocov3'),
+        run_dir, desc, _, stage, _ = self.loss_network_run()
+        plan = [(run_dir, desc, stage),
                 ('mocov3_measure', 'MoCo v3 (measuring network), seed 1', 'mocov3'),
                 ('judge', 'supervised judge on clean images', 'judge')]
         for s in self.seeds:
@@ -129,6 +145,14 @@ class Study:
             plan += [(f'{task}_{init}_seed{s}', f'{task} from {init}, seed {s}', task)
                      for task in ('cls', 'seg') for init in INITS]
         return RunPlan([(d, desc, it[stage] * COST[stage]) for d, desc, stage in plan])
+
+    def loss_network_run(self) -> tuple[str, str, str, str, int]:
+        """(run folder, description, config, stage, seed) of the perceptual loss's network."""
+        if self.perceptual == 'supervised':
+            return ('supervised', 'supervised ViT (perceptual loss network), seed 1',
+                    'judge_vit_tiny_world.py', 'judge', 1)
+        return ('mocov3', 'MoCo v3 (perceptual loss network), seed 0',
+                'mocov3_vit_tiny_world.py', 'mocov3', 0)
 
     def tok_dir(self, lam: float, seed: int) -> str:
         return f'tokenizer_lambda{lam:g}_seed{seed}'.replace('.', 'p')
@@ -243,35 +267,43 @@ def stage_world(study: Study) -> dict:
 
 
 def stage_networks(study: Study) -> dict:
-    """Both MoCo v3 networks (converted to PeCoViT where the tokenizer config reads them),
-    checked by 1-NN shape accuracy on cls/val against the same ViT randomly initialised; the
-    judge, with its accuracy on clean cls/val images."""
+    """The perceptual loss's network (MoCo v3, or a supervised ViT with --perceptual
+    supervised) and the measuring MoCo v3, each converted to PeCoViT and checked by 1-NN shape
+    accuracy on cls/val against the same ViT randomly initialised; the judge, with its
+    accuracy on clean cls/val images. 'loss_net' names the loss's network's run."""
     from peco_mm.tooling.logs import last_metrics, read_scalars
     from peco_mm.tooling.tool_runs import call_tool
     tok = study.config('tokenizer_world.py', 'tokenizer', 0)
-    targets = dict(mocov3=tok.model.perceptual_cfg.checkpoint,
-                   mocov3_measure=tok.test_evaluator.perceptual.checkpoint)
+    loss_dir, _, loss_config, loss_stage, loss_seed = study.loss_network_run()
+    targets = {loss_dir: tok.model.perceptual_cfg.checkpoint if loss_dir == 'mocov3' else
+               str(study.wd / loss_dir / 'vit_tiny_pecovit.pth'),
+               'mocov3_measure': tok.test_evaluator.perceptual.checkpoint}
 
-    def convert_and_check(run_dir):
+    def accuracy(res):
+        return last_metrics(read_scalars(Path(res['ckpt']).parent))
+
+    def convert_and_check(run_dir, with_accuracy=False):
         def evaluate(res):
             rc, log = call_tool('convert_checkpoint', [res['ckpt'], targets[run_dir],
                                                        '--num-heads', 4])
             if rc != 0:
                 raise RuntimeError(f'tools/convert_checkpoint.py {res["ckpt"]} failed:\n{log}')
-            return shape_knn(study, targets[run_dir])
+            out = dict(shape_knn(study, targets[run_dir]), pecovit=targets[run_dir])
+            return dict(out, **accuracy(res)) if with_accuracy else out
         return evaluate
 
-    runs = dict(mocov3=('mocov3_vit_tiny_world.py', 'mocov3', 0, convert_and_check('mocov3')),
-                mocov3_measure=('mocov3_vit_tiny_world.py', 'mocov3', 1,
-                                convert_and_check('mocov3_measure')),
-                judge=('judge_vit_tiny_world.py', 'judge', 0,
-                       lambda r: last_metrics(read_scalars(Path(r['ckpt']).parent))))
+    runs = {loss_dir: (loss_config, loss_stage, loss_seed,
+                       convert_and_check(loss_dir, with_accuracy=loss_stage == 'judge')),
+            'mocov3_measure': ('mocov3_vit_tiny_world.py', 'mocov3', 1,
+                               convert_and_check('mocov3_measure')),
+            'judge': ('judge_vit_tiny_world.py', 'judge', 0, accuracy)}
     out = {}
     for wait in (False, True):  # first the runs no other process holds, then the others
         for run_dir, (name, stage, seed, evaluate) in runs.items():
             if out.get(run_dir) is None:
                 out[run_dir] = study.run(run_dir, name, stage, seed, evaluate=evaluate,
                                          wait=wait)
+    out['loss_net'] = out[loss_dir]
     return out
 
 
@@ -295,16 +327,17 @@ def shape_knn(study: Study, pecovit: str) -> dict:
 
 def stage_tokenizers(study: Study, nets: dict) -> dict:
     judge = nets['judge']
+    options = {'test_evaluator.classifier.checkpoint': judge['ckpt'],
+               'test_evaluator.classifier.config': judge['config']}
+    if 'pecovit' in nets['loss_net']['metrics']:  # (a study begun before it was recorded)
+        options['model.perceptual_cfg.checkpoint'] = nets['loss_net']['metrics']['pecovit']
     out = {}
     for seed in study.seeds:
         for lam in study.lambdas:
             name = 'tokenizer_world.py' if lam == 1 else \
                 f'tokenizer_world_lambda{lam:g}.py'.replace('.', 'p').replace('ppy', '.py')
-            out[(lam, seed)] = study.run(
-                study.tok_dir(lam, seed), name, 'tokenizer', seed,
-                options={'test_evaluator.classifier.checkpoint': judge['ckpt'],
-                         'test_evaluator.classifier.config': judge['config']},
-                evaluate=study.test)
+            out[(lam, seed)] = study.run(study.tok_dir(lam, seed), name, 'tokenizer', seed,
+                                         options=options, evaluate=study.test)
     return out
 
 
@@ -451,8 +484,21 @@ def write_report(study: Study, res: dict, title: str, seconds: float, load: dict
     chance = chance_levels(study)
     tables, conclusions = report_tables(study, res, chance)
     nets, it = res['nets'], study.p['iters']
-    knn = {k: nets[k]['metrics'] for k in ('mocov3', 'mocov3_measure')}
+    loss, measure = nets['loss_net']['metrics'], nets['mocov3_measure']['metrics']
     judge = nets['judge']['metrics'].get('accuracy/top1')
+    if study.perceptual == 'supervised':
+        loss_line = (
+            '- Perceptual loss network: a supervised ViT (the judge\'s recipe and data, seed 1), '
+            f'{loss.get("accuracy/top1", float("nan")):.1f} % top-1 on clean cls/val, 1-NN '
+            f'shape accuracy {loss["trained"]:.1f} % (randomly initialised '
+            f'{cell(loss["random"])} %). It stands for the paper\'s supervised-VGG row. The '
+            'judge shares its training data and recipe, so the judge\'s accuracy on the '
+            'reconstructions is not an independent measure here; the codeword probe is.')
+    else:
+        loss_line = (
+            f'- MoCo v3 (perceptual loss network), 1-NN shape accuracy on cls/val '
+            f'(mean-pooled features): {loss["trained"]:.1f} %, the same ViT randomly '
+            f'initialised {cell(loss["random"])} %.')
     lines = [
         f'# peco_mm {title}: PeCo\'s comparisons on the shape world', '',
         f'Profile `{study.profile}` of `tools/study.py`: {len(study.plan.runs)} runs, seeds '
@@ -464,13 +510,12 @@ def write_report(study: Study, res: dict, title: str, seconds: float, load: dict
         f'few-label splits of 10 images per class, validation {res["world"]["val_per_class"]} '
         'per class (peco_mm/tooling/shape_world.py). Iterations: ' +
         ', '.join(f'{k} {v}' for k, v in it.items()) + '. Each cell: mean ± standard deviation '
-        'over the seeds, the seeds\' values in brackets. The two MoCo v3 networks and the '
-        'judge are trained once.', '',
-        '## Stage checks', '',
-        f'- MoCo v3, 1-NN shape accuracy on cls/val (mean-pooled features): perceptual-loss '
-        f'network {knn["mocov3"]["trained"]:.1f} %, measuring network '
-        f'{knn["mocov3_measure"]["trained"]:.1f} %, the same ViT randomly initialised '
-        f'{cell(knn["mocov3"]["random"])} %; chance {chance["accuracy/top1"]:.1f} %.',
+        'over the seeds, the seeds\' values in brackets. The perceptual loss\'s network, the '
+        'measuring network and the judge are trained once.', '',
+        '## Stage checks', '', loss_line,
+        f'- MoCo v3 (measuring network), 1-NN shape accuracy: {measure["trained"]:.1f} %, '
+        f'randomly initialised {cell(measure["random"])} %; chance '
+        f'{chance["accuracy/top1"]:.1f} %.',
         f'- Judge (supervised on clean images): {judge:.1f} % top-1 on clean cls/val images.'
         if judge is not None else '- Judge: no accuracy recorded.',
         '- Downstream chance levels: the last row of the pretraining and downstream table.', '']
@@ -500,7 +545,10 @@ def main(argv=None) -> Path:
     warnings.filterwarnings('ignore')
     import peco_mm  # noqa: F401
     from peco_mm.engine.console import fmt_time
-    study = Study(args.work_dir, args.profile, args.seeds)
+    study = Study(args.work_dir, args.profile, args.seeds, args.perceptual)
+    for key in ('n_pretrain', 'val_per_class'):
+        if getattr(args, key) is not None:
+            study.p = dict(study.p, **{key: getattr(args, key)})
     if args.only_seeds:
         study.seeds = [int(v) for v in args.only_seeds.split(',')]
         study.plan = study.make_plan()

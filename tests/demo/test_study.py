@@ -1,7 +1,10 @@
 """The study's pieces that must hold whatever the numbers: the shape world is deterministic
 and in the host layouts, and the report's conclusions are written from, and checked against,
 its tables."""
+from pathlib import Path
+
 import numpy as np
+import pytest
 from PIL import Image
 
 from peco_mm.tooling.study_report import (cell, check_report, comparison, markdown_table,
@@ -135,3 +138,28 @@ def test_trained_and_random_twins_of_a_converted_classifier(tmp_path):
         assert torch.allclose(feats[0], src.eval()(x)[-1], atol=1e-6)
     assert not torch.allclose(feats[1], feats[2])  # seeds differ
     assert not torch.allclose(feats[0], feats[1])  # and from the trained weights
+
+
+def test_supervised_perceptual_network_feeds_the_tokenizers(tmp_path):
+    """--perceptual supervised: a ViT trained on the judge split (seed 1) is converted and
+    becomes the tokenizers' perceptual network, in place of MoCo v3 (quick profile, 2 steps)."""
+    from mmengine.config import Config
+
+    from tests.conftest import load_tool
+    study_tool = load_tool('study')
+    study = study_tool.Study(str(tmp_path), 'quick', seeds=1, perceptual='supervised')
+    assert [r[0] for r in study.plan.runs[:3]] == ['supervised', 'mocov3_measure', 'judge']
+    study_tool.stage_world(study)
+    nets = study_tool.stage_networks(study)
+    loss = nets['loss_net']['metrics']
+    assert nets['loss_net'] is nets['supervised'] and 'mocov3' not in nets
+    assert Path(loss['pecovit']).is_file() and 0 <= loss['trained'] <= 100
+    assert 'accuracy/top1' in loss and len(loss['random']) == 3
+    assert Config.fromfile(nets['supervised']['config']).randomness.seed == 1
+    toks = study_tool.stage_tokenizers(study, nets)
+    for (lam, seed), res in toks.items():
+        cfg = Config.fromfile(res['config'])
+        assert cfg.model.perceptual_cfg.checkpoint == loss['pecovit']
+        assert 'tokenizer/codeword_probe_acc' in res['metrics']
+    with pytest.raises(ValueError, match="perceptual='vgg'"):
+        study_tool.Study(str(tmp_path), 'quick', perceptual='vgg')
