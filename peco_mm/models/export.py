@@ -321,40 +321,54 @@ def timm_file_call(exp: Export, dst: str) -> str:
 # ---- step 3b: Hugging Face transformers -----------------------------------------------------
 def to_hf(src: ExportSource) -> Export:
     """transformers BEiT weights (save_pretrained's names), BeitConfig, image processor."""
-    kw, notes = src.kwargs, []
-    arch = kw['arch']
-    sd = dict(src.state_dict)
+    sd, notes = dict(src.state_dict), []
     hf_class = HF_CLASSES[src.kind]
-    pooled = _pooling(src)
+    mean_pooling = hf_mean_pooling(src, sd, notes)
+    out = hf_weights(src, sd, '' if hf_class == 'BeitModel' else 'beit.', notes)
+    exp = Export('hf', {k: v.contiguous() for k, v in out.items()},
+                 hf_beit_config(src, hf_class, mean_pooling), notes=src.notes + notes)
+    exp.files['preprocessor_config.json'] = json.dumps(image_processor(src), indent=2) + '\n'
+    exp.load_call = f'transformers.{hf_class}.from_pretrained({{dst!r}})'
+    exp.files['README.md'] = model_card(src, exp)
+    return exp
+
+
+def hf_mean_pooling(src: ExportSource, sd: dict, notes: list[str]) -> bool:
+    """transformers BEiT's `use_mean_pooling` for the source's norms and pooling; a source
+    without any final norm gets an identity `fc_norm` in `sd` (noted)."""
     has_norm, has_fc_norm = 'norm.weight' in sd, 'fc_norm.weight' in sd
     if src.kind == 'mim':
         if not has_norm:
             raise ValueError('a masked-image-modeling export needs the final norm before the '
                              'code classifier; the source has none')
-        mean_pooling = True  # BeitForMaskedImageModeling's own layernorm is the final norm
-    elif has_fc_norm:
-        mean_pooling = True
-    elif has_norm:
-        if src.kind == 'classifier' and pooled['pool'] == 'avg':
+        return True  # BeitForMaskedImageModeling's own layernorm is the final norm
+    if has_fc_norm:
+        return True
+    if has_norm:
+        if src.kind == 'classifier' and _pooling(src)['pool'] == 'avg':
             raise ValueError('the classifier pools the normalised tokens (final_norm=True, '
                              "out_type='avg_featmap'): transformers' BEiT pools before its "
                              'norm; export it with --kind backbone')
-        mean_pooling = False
-    else:
-        mean_pooling = True
-        if src.kind == 'classifier':
-            raise ValueError('a classifier without final norm or fc_norm: transformers BEiT '
-                             'normalises before its classifier; export with --kind backbone')
-        sd.update(_identity_norm('fc_norm', arch['embed_dims'], sd))
-        notes.append('no final norm in the source (a dense backbone): the pooler gets an '
-                     'identity-initialised LayerNorm, used by pooler_output only')
-    prefix = '' if hf_class == 'BeitModel' else 'beit.'
+        return False
+    if src.kind == 'classifier':
+        raise ValueError('a classifier without final norm or fc_norm: transformers BEiT '
+                         'normalises before its classifier; export with --kind backbone')
+    sd.update(_identity_norm('fc_norm', src.kwargs['arch']['embed_dims'], sd))
+    notes.append('no final norm in the source (a dense backbone): the pooler gets an '
+                 'identity-initialised LayerNorm, used by pooler_output only')
+    return True
+
+
+def hf_weights(src: ExportSource, sd: dict, prefix: str, notes: list[str]) -> dict:
+    """PeCoViT's weights (and head) under transformers BEiT's names: qkv split into query /
+    key / value, the rest renamed by `HF_BEIT_NAMES`."""
+    kw = src.kwargs
     out: dict[str, torch.Tensor] = {}
-    for i in range(arch['num_layers']):
+    for i in range(kw['arch']['num_layers']):
         qkv = sd.pop(f'blocks.{i}.attn.qkv.weight')
         for name, part in zip(hf_qkv_names(i), qkv.chunk(3)):
             out[prefix + name] = part
-    notes += _split_qkv_bias(sd, kw['qkv_bias'], arch['num_layers'])
+    notes += _split_qkv_bias(sd, kw['qkv_bias'], kw['arch']['num_layers'])
     if src.kind == 'mim' and 'mask_token' not in sd:
         raise ValueError('a masked-image-modeling export needs the [MASK] token')
     if src.kind != 'mim' and sd.pop('mask_token', None) is not None:
@@ -364,11 +378,15 @@ def to_hf(src: ExportSource) -> Export:
         if new is None:
             raise ValueError(f'{key}: no transformers BEiT name for this PeCoViT weight')
         out[('' if src.kind == 'mim' and key.startswith('norm.') else prefix) + new] = value
-    if src.kind == 'mim':
-        out['lm_head.weight'], out['lm_head.bias'] = src.head['weight'], _head_bias(src.head)
-    if src.kind == 'classifier':
-        out['classifier.weight'], out['classifier.bias'] = src.head['weight'], \
-            _head_bias(src.head)
+    head = {'mim': 'lm_head', 'classifier': 'classifier'}.get(src.kind)
+    if head:
+        out[f'{head}.weight'], out[f'{head}.bias'] = src.head['weight'], _head_bias(src.head)
+    return out
+
+
+def hf_beit_config(src: ExportSource, hf_class: str, mean_pooling: bool) -> dict:
+    """The `BeitConfig` fields of the source's architecture, its vocabulary or labels."""
+    kw, arch = src.kwargs, src.kwargs['arch']
     img = _hw(kw['img_size'])
     config = dict(
         architectures=[hf_class], model_type='beit',
@@ -395,12 +413,7 @@ def to_hf(src: ExportSource) -> Export:
             names = [f'LABEL_{i}' for i in range(n)]
         config['id2label'] = {str(i): c for i, c in enumerate(names)}
         config['label2id'] = {c: i for i, c in enumerate(names)}
-    exp = Export('hf', {k: v.contiguous() for k, v in out.items()}, config,
-                 notes=src.notes + notes)
-    exp.files['preprocessor_config.json'] = json.dumps(image_processor(src), indent=2) + '\n'
-    exp.load_call = f'transformers.{hf_class}.from_pretrained({{dst!r}})'
-    exp.files['README.md'] = model_card(src, exp)
-    return exp
+    return config
 
 
 def hf_config(exp: Export):
