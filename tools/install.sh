@@ -158,7 +158,8 @@ fi
 
 # ---- check ------------------------------------------------------------------------------------
 step "checking the imports"
-"$VPY" -c '
+# mmaction2 1.2 imports timm's old `timm.models.layers` path, which warns on every import
+"$VPY" -W 'ignore:Importing from timm.models.layers is deprecated:FutureWarning' -c '
 import cv2, mmcv.ops, mmdet.models, mmseg.models, mmaction.models, mmpretrain, timm, peco_mm, torch, mmcv._ext as ext
 ops = "compiled mmcv ops" if ext.__file__.endswith(".so") else "torchvision-backed mmcv ops (peco_mm.ops)"
 print(f"install: ok: peco_mm {peco_mm.__version__}, torch {torch.__version__}, mmcv {mmcv.__version__} with {ops}")'
