@@ -5,7 +5,10 @@
 # (blocks 1/2/3/4 feed the pyramid: strides 1/2/4/8).
 # From scratch: --cfg-options model.backbone.init_cfg=None
 # Deviations: lr 1e-3 with a short warm-up and no poly decay, no photometric distortion,
-# whole-image inference, iterations.
+# whole-image inference, iterations, and the background's loss weighted 0.25: it covers 79 %
+# of the pixels, and with equal weights every model predicted background everywhere (7.2 %
+# mIoU, also from scratch after 600 iterations).
+background_weight = 0.25
 _base_ = '../peco/upernet_vitb_ade20k.py'
 
 data_root = 'work_dirs/study/world/ade/ADEChallengeData2016'
@@ -23,8 +26,10 @@ model = dict(
                   img_size=crop, patch_size=4, drop_path_rate=0.0,
                   init_cfg=dict(checkpoint=pretrained)),
     decode_head=dict(in_channels=[64] * 4, channels=32, pool_scales=(1, 2),
-                     num_classes=num_classes),
-    auxiliary_head=dict(in_channels=64, channels=16, num_classes=num_classes),
+                     num_classes=num_classes,
+                     loss_decode=dict(class_weight=[background_weight] + [1.0] * 10)),
+    auxiliary_head=dict(in_channels=64, channels=16, num_classes=num_classes,
+                        loss_decode=dict(class_weight=[background_weight] + [1.0] * 10)),
     test_cfg=dict(_delete_=True, mode='whole'))
 label_check = dict(type='CheckSegLabels', num_classes=num_classes, ignore_index=255)
 train_pipeline = [
