@@ -9,8 +9,6 @@ mmpretrain's DeiT recipe writes it, loads unchanged (configs/peco/recon_deit_tin
 """
 from __future__ import annotations
 
-import os.path as osp
-
 import torch
 from mmpretrain.models import VisionTransformer
 
@@ -33,14 +31,10 @@ class ReconstructionViT(VisionTransformer):
 
     def __init__(self, tokenizer: str, mean: tuple = tuple(IMAGENET_MEAN),
                  std: tuple = tuple(IMAGENET_STD), **kwargs) -> None:
-        if not tokenizer or not osp.isfile(str(tokenizer)):
-            raise FileNotFoundError(
-                f'ReconstructionViT: tokenizer checkpoint {tokenizer!r} not found; set '
-                'model.backbone.tokenizer=PATH to a tokenizer trained with tools/train.py '
-                '(configs/peco/tokenizer_*.py)')
         super().__init__(**kwargs)
         frozen = MODELS.build(dict(type='FrozenPeCoTokenizer', checkpoint=tokenizer,
-                                   with_decoder=True, channels_last=False))
+                                   with_decoder=True, channels_last=False,
+                                   config_key='model.backbone.tokenizer'))
         self._tokenizer = [frozen.requires_grad_(False).eval()]  # a list: not a submodule
         self.register_buffer('pixel_mean', torch.tensor(mean).view(1, 3, 1, 1), False)
         self.register_buffer('pixel_std', torch.tensor(std).view(1, 3, 1, 1), False)

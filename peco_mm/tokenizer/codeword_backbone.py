@@ -8,8 +8,6 @@ the probe (configs/peco/linear_codewords_in1k.py).
 """
 from __future__ import annotations
 
-import os.path as osp
-
 import torch
 import torch.nn as nn
 
@@ -31,12 +29,8 @@ class CodewordPoolBackbone(nn.Module):
 
     def __init__(self, checkpoint: str | None = None, channels_last: bool = True) -> None:
         super().__init__()
-        if not checkpoint or not osp.isfile(str(checkpoint)):
-            raise FileNotFoundError(
-                f'CodewordPoolBackbone: tokenizer checkpoint {checkpoint!r} not found; set '
-                'model.backbone.checkpoint=PATH to a tokenizer trained with tools/train.py '
-                '(configs/peco/tokenizer_*.py)')
-        self.tokenizer = FrozenPeCoTokenizer(checkpoint, channels_last=channels_last)
+        self.tokenizer = FrozenPeCoTokenizer(checkpoint, channels_last=channels_last,
+                                             config_key='model.backbone.checkpoint')
         self.embed_dims = self.tokenizer.embed_dims
 
     def init_weights(self) -> None:

@@ -504,12 +504,15 @@ class FrozenPeCoTokenizer(TokenizerEncoding, nn.Module):
             checkpoint (its `target_generator.*` weights).
         with_decoder: also load the decoder (for visualising codes).
         channels_last, encode_bf16: as `PeCoTokenizer`'s `encode`.
+        config_key: the config key that gives `checkpoint`, named when the file is missing
+            (the MIM target generator's by default; wrappers pass their own).
         **arch: architecture arguments (`ARCH_KEYS`) that replace the checkpoint's, e.g. for a
             ViT-encoder file that stores no config.
     """
 
     def __init__(self, checkpoint: str | None = None, with_decoder: bool = False,
-                 channels_last: bool = True, encode_bf16: bool = False, **arch) -> None:
+                 channels_last: bool = True, encode_bf16: bool = False,
+                 config_key: str = TARGET_GENERATOR_KEY, **arch) -> None:
         super().__init__()
         unknown = sorted(set(arch) - set(ARCH_KEYS))
         if unknown:
@@ -519,7 +522,7 @@ class FrozenPeCoTokenizer(TokenizerEncoding, nn.Module):
         if not checkpoint or not (is_url(checkpoint) or osp.isfile(str(checkpoint))):
             raise FileNotFoundError(
                 f'FrozenPeCoTokenizer: tokenizer checkpoint {checkpoint!r} not found; set '
-                f'{TARGET_GENERATOR_KEY}=PATH to a tokenizer trained with tools/train.py '
+                f'{config_key}=PATH to a tokenizer trained with tools/train.py '
                 '(configs/peco/tokenizer_*.py)')
         ckpt = _read(checkpoint)
         arch = checkpoint_arch(ckpt, checkpoint, arch)

@@ -292,7 +292,8 @@ def random_weights(model_cfg: dict):
     tg = cfg.get('target_generator')
     if isinstance(tg, dict) and tg.get('type') == 'FrozenPeCoTokenizer' and \
             not osp.isfile(str(tg.get('checkpoint'))):
-        frozen_only = ('type', 'checkpoint', 'with_decoder', 'channels_last', 'encode_bf16')
+        frozen_only = ('type', 'checkpoint', 'with_decoder', 'channels_last', 'encode_bf16',
+                       'config_key')
         tg['checkpoint'] = random_tokenizer_checkpoint(
             {k: v for k, v in tg.items() if k not in frozen_only})
     return ConfigDict(cfg)  # hosts read nested keys as attributes (train_cfg.rpn)
