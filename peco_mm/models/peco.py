@@ -118,8 +118,9 @@ class PeCo(BaseSelfSupervisor):
         if self.target_generator.training:
             raise RuntimeError('PeCo: the target generator is in training mode; it must stay '
                                'frozen (do not call .train() on it)')
-        chunks = img.split(self.target_chunk) if self.target_chunk else (img, )
-        return torch.cat([self.codes_of(chunk) for chunk in chunks])
+        if not self.target_chunk or img.shape[0] <= self.target_chunk:
+            return self.codes_of(img)  # one call, no copy
+        return torch.cat([self.codes_of(chunk) for chunk in img.split(self.target_chunk)])
 
     def codes_of(self, img: torch.Tensor) -> torch.Tensor:
         """(b, 3, H, W) -> (b, h, w) long codes of the target generator."""
