@@ -22,11 +22,14 @@ def tokenizer_file(tmp_path_factory):
 
 
 def classifier(backbone_type='VisionTransformer', **backbone):
+    """Built in mmpretrain's scope, whatever scope an earlier test on this worker left."""
+    from mmengine.registry import DefaultScope
     from mmpretrain.registry import MODELS
-    return MODELS.build(dict(
-        type='ImageClassifier',
-        backbone=dict(type=backbone_type, arch=VIT, img_size=32, patch_size=8, **backbone),
-        head=dict(type='VisionTransformerClsHead', num_classes=3, in_channels=32)))
+    with DefaultScope.overwrite_default_scope('mmpretrain'):
+        return MODELS.build(dict(
+            type='ImageClassifier',
+            backbone=dict(type=backbone_type, arch=VIT, img_size=32, patch_size=8, **backbone),
+            head=dict(type='VisionTransformerClsHead', num_classes=3, in_channels=32)))
 
 
 @pytest.fixture(scope='module')
