@@ -35,6 +35,7 @@ from ..registry import MODELS
 from ..utils.image import TOKENIZER_MEAN as INPUT_MEAN
 from ..utils.image import TOKENIZER_STD as INPUT_STD
 from ..utils.image import to_uint8
+from ..utils.precision import native_bf16
 from .cnn import CNNDecoder, CNNEncoder
 from .codeword_loss import CODEWORD_LOSSES, build_codeword_loss
 from .discriminator import PatchDiscriminator, discriminator_loss, generator_loss
@@ -148,6 +149,23 @@ def check_loss_args(pixel_loss: str, perceptual_weight: float, adversarial_weigh
                          '(grey and RGBA inputs are converted to 3 channels)')
 
 
+ENCODE_PRECISIONS = (False, True, 'auto')
+
+
+def check_encode_bf16(encode_bf16) -> bool | str:
+    """`encode_bf16` itself, or a ValueError naming the allowed settings."""
+    if not (isinstance(encode_bf16, bool) or encode_bf16 == 'auto'):
+        raise ValueError(f'encode_bf16={encode_bf16!r}; expected one of {ENCODE_PRECISIONS}')
+    return encode_bf16
+
+
+def bf16_targets(encode_bf16: bool | str, device: torch.device) -> bool:
+    """Whether `encode` runs its encoder in bf16 on `device` for an `encode_bf16` setting
+    (False / True / 'auto': bf16 only where `device` computes it natively)."""
+    check_encode_bf16(encode_bf16)
+    return native_bf16(device) if encode_bf16 == 'auto' else bool(encode_bf16)
+
+
 class TokenizerEncoding:
     """`encode` / `decode` over `self.encoder`, `self.quantizer` and `self.decoder` (or None),
     shared by `PeCoTokenizer` and `FrozenPeCoTokenizer`."""
@@ -155,7 +173,7 @@ class TokenizerEncoding:
     decoder: nn.Module | None
     quantizer: EMAVectorQuantizer
     channels_last: bool
-    encode_bf16: bool
+    encode_bf16: bool | str
 
     @property
     def num_embeddings(self) -> int:
@@ -173,12 +191,11 @@ class TokenizerEncoding:
         """(B, 3, H, W) images in [-1, 1] -> (B, H/s, W/s) long codes, s = self.downsample.
         Runs under inference mode, channels-last when set. The encoder runs in bf16 autocast
         when `bf16` is True (on the images' device, CPU included), in fp32 when False, and by
-        default as `encode_bf16` says on CUDA (fp32 elsewhere); the nearest-codeword search is
-        fp32 always. The codes returned are ordinary tensors, usable as cross-entropy
-        targets."""
+        default as `encode_bf16` says (`bf16_targets`); the nearest-codeword search is fp32
+        always. The codes returned are ordinary tensors, usable as cross-entropy targets."""
         self._check_size(img)
         img = to_three_channels(img)
-        use_bf16 = (self.encode_bf16 and img.is_cuda) if bf16 is None else bool(bf16)
+        use_bf16 = bf16_targets(self.encode_bf16, img.device) if bf16 is None else bool(bf16)
         with torch.inference_mode():
             if self.channels_last:
                 img = img.contiguous(memory_format=torch.channels_last)
@@ -234,8 +251,10 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
         frozen: eval mode and no gradients, always. (A pretraining target generator is a
             `FrozenPeCoTokenizer`.)
         channels_last: run `encode` in channels-last memory format.
-        encode_bf16: run `encode`'s encoder in bf16 autocast on CUDA. Off by default: see
-            docs/benchmarks.md for the measured code agreement with fp32.
+        encode_bf16: `encode`'s encoder precision: False fp32 (the default), True bf16
+            autocast on any device, 'auto' bf16 where the device computes it natively (a
+            CUDA card with bf16, a CPU with AVX512-BF16 or AMX). docs/benchmarks.md gives the
+            code agreement with fp32 and what bf16 targets change downstream.
 
     Logged besides the losses: `perplexity` of the batch's codes and, with a perceptual loss,
     `percep_grad_share` = ||λ∇L_percep|| / (||∇L_pixel|| + ||λ∇L_percep||), the gradients taken
@@ -273,7 +292,7 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
                  with_decoder: bool = True,
                  frozen: bool = False,
                  channels_last: bool = True,
-                 encode_bf16: bool = False,
+                 encode_bf16: bool | str = False,
                  data_preprocessor: dict | None = None,
                  init_cfg: dict | None = None) -> None:
         if data_preprocessor is None:
@@ -289,7 +308,7 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
         self.adversarial_start_iter = int(adversarial_start_iter)
         self.frozen = frozen
         self.channels_last = channels_last
-        self.encode_bf16 = encode_bf16
+        self.encode_bf16 = check_encode_bf16(encode_bf16)
         self._iter = 0  # fallback iteration counter when no runner is around
         self._grad_norms: dict[str, torch.Tensor] = {}  # filled by hooks during backward
 
@@ -511,7 +530,7 @@ class FrozenPeCoTokenizer(TokenizerEncoding, nn.Module):
     """
 
     def __init__(self, checkpoint: str | None = None, with_decoder: bool = False,
-                 channels_last: bool = True, encode_bf16: bool = False,
+                 channels_last: bool = True, encode_bf16: bool | str = False,
                  config_key: str = TARGET_GENERATOR_KEY, **arch) -> None:
         super().__init__()
         unknown = sorted(set(arch) - set(ARCH_KEYS))
@@ -529,7 +548,7 @@ class FrozenPeCoTokenizer(TokenizerEncoding, nn.Module):
         self.arch_args = arch
         self.checkpoint = str(checkpoint)
         self.channels_last = channels_last
-        self.encode_bf16 = encode_bf16
+        self.encode_bf16 = check_encode_bf16(encode_bf16)
         self.encoder, self.decoder = build_codec(with_decoder=with_decoder, **_codec_args(arch))
         self.quantizer = EMAVectorQuantizer(arch.get('num_embeddings', CODEBOOK_SIZE),
                                             arch.get('embed_dims', 256), init='random',

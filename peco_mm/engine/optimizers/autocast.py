@@ -22,17 +22,9 @@ import torch.nn as nn
 from mmengine.optim import OptimWrapper
 
 from ...registry import OPTIM_WRAPPERS
+from ...utils.precision import cpu_has_native_bf16  # noqa: F401 (also its public name here)
 
 DTYPES = ('bfloat16', )
-
-
-def cpu_has_native_bf16() -> bool:
-    """True when this CPU computes bf16 natively (AVX512-BF16 or AMX, as oneDNN reports it);
-    without it bf16 is emulated and several times slower than fp32."""
-    try:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):  # a torch built without oneDNN
-        return False
 
 
 def model_device_type(model: nn.Module) -> str:
