@@ -9,13 +9,15 @@ schedule, and the checkpoint each run reads set to the one its producer wrote):
   0. world       tools/make_world.py's splits (unlabeled, judge, few-label, ADE20K layout)
   1. networks    MoCo v3 twice (seed 0: the perceptual loss's network; seed 1: the network
                  that only measures), converted to PeCoViT; a supervised judge on clean images.
-                 --perceptual supervised: the loss's network is a supervised ViT instead (the
-                 judge's recipe and data, seed 1; the paper's supervised-VGG row)
+                 --perceptual supervised (the demo profile's default): the loss's network is a
+                 supervised ViT instead (the judge's recipe and data, seed 1; the paper's
+                 supervised-VGG row), and the judge measures the perceptual distance
   2. tokenizers  the VQ-VAE at every lambda of the profile, per seed; tools/test.py's
                  TokenizerMetric: PSNR, SSIM, perceptual distance (measuring network),
                  codeword probe, the judge's accuracy on the reconstructions (Tables 4, 10)
   3. pretrain    masked image modeling on the lambda = 1 codes (PeCo) and on the lambda = 0
-                 codes (pixel codebook), per seed (Table 2's comparison)
+                 codes (pixel codebook), per seed (Table 2's comparison); --bf16-targets adds
+                 PeCo with its frozen targets encoded in bf16
   4. downstream  few-label classification and UperNet segmentation from PeCo, from the pixel
                  codebook and from scratch, per seed (Tables 2-3)
   5. report      <work-dir>/report.md: tables (mean ± std, per-seed values) and conclusions
@@ -38,16 +40,17 @@ CONFIGS = ROOT / 'configs' / 'study'
 CONFIG_ROOT = 'work_dirs/study'  # where configs/study/* read and write; moved to --work-dir
 # per profile: world sizes, seeds, lambdas, and iterations per stage
 PROFILES = {
-    'full': dict(seeds=3, lambdas=(0.0, 0.3, 1.0, 3.0), n_pretrain=20000, val_per_class=30,
-                 judge_per_class=300,
+    'full': dict(seeds=3, lambdas=(0.0, 0.3, 1.0, 3.0), perceptual='mocov3', n_pretrain=20000,
+                 val_per_class=30, judge_per_class=300,
                  iters=dict(mocov3=300, judge=600, tokenizer=400, pretrain=600, cls=200,
                             seg=200)),
-    'demo': dict(seeds=3, lambdas=(0.0, 1.0), n_pretrain=5000, val_per_class=20,
-                 judge_per_class=300,
-                 iters=dict(mocov3=150, judge=300, tokenizer=150, pretrain=200, cls=100,
-                            seg=100)),
-    'quick': dict(seeds=2, lambdas=(0.0, 1.0), n_pretrain=200, val_per_class=4,
-                  judge_per_class=4,
+    # `make demo`: the supervised perceptual network (MoCo v3 learns no shape at this scale)
+    'demo': dict(seeds=3, lambdas=(0.0, 1.0), perceptual='supervised', n_pretrain=5000,
+                 val_per_class=20, judge_per_class=300,
+                 iters=dict(mocov3=150, judge=600, tokenizer=150, pretrain=150, cls=120,
+                            seg=120)),
+    'quick': dict(seeds=2, lambdas=(0.0, 1.0), perceptual='mocov3', n_pretrain=200,
+                  val_per_class=4, judge_per_class=4,
                   iters=dict(mocov3=2, judge=2, tokenizer=2, pretrain=2, cls=2, seg=2)),
 }
 # relative seconds per iteration of each stage, for the ETA before any run has finished
@@ -74,10 +77,15 @@ def parse_args(argv=None):
     p.add_argument('--val-per-class', type=int, default=None,
                    help="validation images per class (the profile's: full 30, demo 20)")
     p.add_argument('--title', default='study', help='the report title')
-    p.add_argument('--perceptual', default='mocov3', choices=PERCEPTUAL,
+    p.add_argument('--perceptual', default=None, choices=PERCEPTUAL,
                    help="the perceptual loss's network: mocov3 (the paper's default, "
                    'self-supervised) or supervised (a ViT trained on the labelled judge split '
-                   'with seed 1, as the paper\'s supervised-VGG row); default mocov3')
+                   'with seed 1, as the paper\'s supervised-VGG row); the profile\'s by '
+                   'default (full: mocov3, demo: supervised)')
+    p.add_argument('--bf16-targets', action='store_true',
+                   help='also pretrain PeCo with its frozen targets encoded in bf16 '
+                   "(encode_bf16=True) and fine-tune from it: a row 'PeCo, bf16 targets' "
+                   'against the fp32-target PeCo, per seed')
     p.add_argument('--only-seeds', default=None,
                    help='comma-separated seeds: train only their runs (and the shared ones '
                    'no other process is training), write no report; several processes with '
@@ -114,10 +122,13 @@ class Study:
     """The runs of a profile, where they write, and the console's progress and ETA."""
 
     def __init__(self, work_dir: str, profile: str, seeds: int | None = None,
-                 perceptual: str = 'mocov3') -> None:
+                 perceptual: str | None = None, bf16_targets: bool = False) -> None:
+        perceptual = perceptual or PROFILES[profile]['perceptual']
         if perceptual not in PERCEPTUAL:
             raise ValueError(f'perceptual={perceptual!r}; allowed: {PERCEPTUAL}')
         self.perceptual = perceptual
+        self.inits = INITS + (('peco_bf16', ) if bf16_targets else ())
+        self.targets = tuple(i for i in self.inits if i != 'scratch')  # pretraining runs
         self.wd = Path(work_dir).resolve()
         self.profile = profile
         self.p = PROFILES[profile]
@@ -132,18 +143,19 @@ class Study:
         from peco_mm.engine.console import RunPlan
         it = self.p['iters']
         run_dir, desc, _, stage, _ = self.loss_network_run()
-        plan = [(run_dir, desc, stage),
-                ('mocov3_measure', 'MoCo v3 (measuring network), seed 1', 'mocov3'),
-                ('judge', 'supervised judge on clean images', 'judge')]
+        plan = [(run_dir, desc, stage)]
+        if self.measure_run() == 'mocov3_measure':
+            plan.append(('mocov3_measure', 'MoCo v3 (measuring network), seed 1', 'mocov3'))
+        plan.append(('judge', 'supervised judge on clean images', 'judge'))
         for s in self.seeds:
             plan += [(self.tok_dir(lam, s), f'tokenizer lambda={lam:g}, seed {s}', 'tokenizer')
                      for lam in self.lambdas]
         for s in self.seeds:
             plan += [(f'pretrain_{t}_seed{s}', f'{t} MIM pretraining, seed {s}', 'pretrain')
-                     for t in ('peco', 'pixel')]
+                     for t in self.targets]
         for s in self.seeds:
             plan += [(f'{task}_{init}_seed{s}', f'{task} from {init}, seed {s}', task)
-                     for task in ('cls', 'seg') for init in INITS]
+                     for task in ('cls', 'seg') for init in self.inits]
         return RunPlan([(d, desc, it[stage] * COST[stage]) for d, desc, stage in plan])
 
     def loss_network_run(self) -> tuple[str, str, str, str, int]:
@@ -153,6 +165,12 @@ class Study:
                     'judge_vit_tiny_world.py', 'judge', 1)
         return ('mocov3', 'MoCo v3 (perceptual loss network), seed 0',
                 'mocov3_vit_tiny_world.py', 'mocov3', 0)
+
+    def measure_run(self) -> str:
+        """The run whose network measures the tokenizers' perceptual distance, never the
+        loss's own: MoCo v3 with seed 1 beside a MoCo v3 loss network; the judge beside a
+        supervised one (a MoCo v3 that learned no shape would measure nothing here)."""
+        return 'judge' if self.perceptual == 'supervised' else 'mocov3_measure'
 
     def tok_dir(self, lam: float, seed: int) -> str:
         return f'tokenizer_lambda{lam:g}_seed{seed}'.replace('.', 'p')
@@ -268,42 +286,41 @@ def stage_world(study: Study) -> dict:
 
 def stage_networks(study: Study) -> dict:
     """The perceptual loss's network (MoCo v3, or a supervised ViT with --perceptual
-    supervised) and the measuring MoCo v3, each converted to PeCoViT and checked by 1-NN shape
-    accuracy on cls/val against the same ViT randomly initialised; the judge, with its
-    accuracy on clean cls/val images. 'loss_net' names the loss's network's run."""
+    supervised), the measuring network (`Study.measure_run`) and the judge, with its accuracy
+    on clean cls/val images. The loss's and the measuring network are converted to PeCoViT
+    and checked by 1-NN shape accuracy on cls/val against the same ViT randomly initialised.
+    'loss_net' and 'measure' name those two runs' results."""
     from peco_mm.tooling.logs import last_metrics, read_scalars
     from peco_mm.tooling.tool_runs import call_tool
-    tok = study.config('tokenizer_world.py', 'tokenizer', 0)
     loss_dir, _, loss_config, loss_stage, loss_seed = study.loss_network_run()
-    targets = {loss_dir: tok.model.perceptual_cfg.checkpoint if loss_dir == 'mocov3' else
-               str(study.wd / loss_dir / 'vit_tiny_pecovit.pth'),
-               'mocov3_measure': tok.test_evaluator.perceptual.checkpoint}
+    measure_dir = study.measure_run()
 
     def accuracy(res):
         return last_metrics(read_scalars(Path(res['ckpt']).parent))
 
-    def convert_and_check(run_dir, with_accuracy=False):
+    def convert_and_check(run_dir, with_accuracy):
         def evaluate(res):
-            rc, log = call_tool('convert_checkpoint', [res['ckpt'], targets[run_dir],
-                                                       '--num-heads', 4])
+            target = str(study.wd / run_dir / 'vit_tiny_pecovit.pth')
+            rc, log = call_tool('convert_checkpoint', [res['ckpt'], target, '--num-heads', 4])
             if rc != 0:
                 raise RuntimeError(f'tools/convert_checkpoint.py {res["ckpt"]} failed:\n{log}')
-            out = dict(shape_knn(study, targets[run_dir]), pecovit=targets[run_dir])
+            out = dict(shape_knn(study, target), pecovit=target)
             return dict(out, **accuracy(res)) if with_accuracy else out
         return evaluate
 
-    runs = {loss_dir: (loss_config, loss_stage, loss_seed,
-                       convert_and_check(loss_dir, with_accuracy=loss_stage == 'judge')),
-            'mocov3_measure': ('mocov3_vit_tiny_world.py', 'mocov3', 1,
-                               convert_and_check('mocov3_measure')),
-            'judge': ('judge_vit_tiny_world.py', 'judge', 0, accuracy)}
+    runs = {loss_dir: (loss_config, loss_stage, loss_seed), 'judge': (
+        'judge_vit_tiny_world.py', 'judge', 0)}
+    if measure_dir == 'mocov3_measure':
+        runs['mocov3_measure'] = ('mocov3_vit_tiny_world.py', 'mocov3', 1)
     out = {}
     for wait in (False, True):  # first the runs no other process holds, then the others
-        for run_dir, (name, stage, seed, evaluate) in runs.items():
+        for run_dir, (name, stage, seed) in runs.items():
             if out.get(run_dir) is None:
+                evaluate = convert_and_check(run_dir, with_accuracy=stage == 'judge') \
+                    if run_dir in (loss_dir, measure_dir) else accuracy
                 out[run_dir] = study.run(run_dir, name, stage, seed, evaluate=evaluate,
                                          wait=wait)
-    out['loss_net'] = out[loss_dir]
+    out['loss_net'], out['measure'] = out[loss_dir], out[measure_dir]
     return out
 
 
@@ -328,9 +345,9 @@ def shape_knn(study: Study, pecovit: str) -> dict:
 def stage_tokenizers(study: Study, nets: dict) -> dict:
     judge = nets['judge']
     options = {'test_evaluator.classifier.checkpoint': judge['ckpt'],
-               'test_evaluator.classifier.config': judge['config']}
-    if 'pecovit' in nets['loss_net']['metrics']:  # (a study begun before it was recorded)
-        options['model.perceptual_cfg.checkpoint'] = nets['loss_net']['metrics']['pecovit']
+               'test_evaluator.classifier.config': judge['config'],
+               'model.perceptual_cfg.checkpoint': nets['loss_net']['metrics']['pecovit'],
+               'test_evaluator.perceptual.checkpoint': nets['measure']['metrics']['pecovit']}
     out = {}
     for seed in study.seeds:
         for lam in study.lambdas:
@@ -351,11 +368,15 @@ def stage_pretrain(study: Study, toks: dict) -> dict:
         acc = series(read_scalars(Path(res['ckpt']).parent), 'mim_acc')[1]
         return dict(mim_acc=100 * statistics.mean(acc[-3:]))
     for seed in study.seeds:
-        for target, lam in (('peco', 1.0), ('pixel', 0.0)):
+        for target in study.targets:
+            lam = 0.0 if target == 'pixel' else 1.0
+            opts = {'model.target_generator.checkpoint': toks[(lam, seed)]['ckpt']}
+            if target == 'peco_bf16':  # the same run with the frozen encoder in bf16
+                opts['model.target_generator.encode_bf16'] = True
             out[(target, seed)] = study.run(
-                f'pretrain_{target}_seed{seed}', f'pretrain_{target}_world.py', 'pretrain',
-                seed, options={'model.target_generator.checkpoint': toks[(lam, seed)]['ckpt']},
-                evaluate=mim_acc)
+                f'pretrain_{target}_seed{seed}',
+                f'pretrain_{"pixel" if lam == 0 else "peco"}_world.py', 'pretrain', seed,
+                options=opts, evaluate=mim_acc)
     return out
 
 
@@ -365,7 +386,7 @@ def stage_downstream(study: Study, pre: dict) -> dict:
     for seed in study.seeds:
         for task, name in (('cls', 'finetune_vit_tiny_world.py'),
                            ('seg', 'upernet_vit_tiny_world.py')):
-            for init in INITS:
+            for init in study.inits:
                 opts = ({'model.backbone.init_cfg': None} if init == 'scratch' else
                         {'model.backbone.init_cfg.checkpoint': pre[(init, seed)]['ckpt']})
                 out[(task, init, seed)] = study.run(
@@ -384,7 +405,8 @@ TOK_COLUMNS = [  # (column, metric key, digits, scale, the paper's direction for
 DOWN_COLUMNS = [('MIM accuracy (%)', 'mim_acc', 1, 1),
                 ('few-label top-1 (%)', 'accuracy/top1', 1, 1), ('mIoU (%)', 'mIoU', 1, 1)]
 DOWN_ROWS = dict(peco='PeCo (lambda = 1 codes)', pixel='pixel codebook (lambda = 0 codes)',
-                 scratch='scratch', chance='chance (a model that learned nothing)')
+                 scratch='scratch', peco_bf16='PeCo, targets encoded in bf16',
+                 chance='chance (a model that learned nothing)')
 T4, T10, T23 = ('Table 4: tokenizers', 'Table 10: lambda sweep',
                 'Tables 2-3: pretraining and downstream')
 
@@ -430,14 +452,18 @@ def report_tables(study: Study, res: dict, chance: dict) -> tuple[list[str], lis
         return [down[(task, init, s)]['metrics'].get(key) for s in study.seeds]
 
     rows = {DOWN_ROWS[i]: [cell(down_vals(i, k), d) for _, k, d, _ in DOWN_COLUMNS]
-            for i in INITS + ('chance', )}
+            for i in study.inits + ('chance', )}
     tables.append(markdown_table(T23, [c[0] for c in DOWN_COLUMNS], rows))
-    for init in INITS:  # did it learn? (MIM accuracy: scratch has none)
+    for init in study.inits:  # did it learn? (MIM accuracy: scratch has none)
         for col, key, d, _ in DOWN_COLUMNS[init == 'scratch':]:
             conclusions.append(comparison(T23, col, DOWN_ROWS[init], DOWN_ROWS['chance'],
                                           down_vals(init, key), down_vals('chance', key), 1, d))
-    for a, b, expect in (('peco', 'pixel', 1), ('peco', 'scratch', 1), ('pixel', 'scratch', 1)):
-        for col, key, d, _ in DOWN_COLUMNS[1:]:
+    pairs = [('peco', 'pixel', 1), ('peco', 'scratch', 1), ('pixel', 'scratch', 1)]
+    if 'peco_bf16' in study.inits:  # the paper makes no claim on the targets' precision
+        pairs.append(('peco_bf16', 'peco', 0))
+    for a, b, expect in pairs:
+        # MIM accuracy compares only runs predicting the same codes (fp32 against bf16 targets)
+        for col, key, d, _ in DOWN_COLUMNS[b != 'peco':]:
             conclusions.append(comparison(T23, col, DOWN_ROWS[a], DOWN_ROWS[b],
                                           down_vals(a, key), down_vals(b, key), expect, d))
     return tables, conclusions
@@ -484,21 +510,31 @@ def write_report(study: Study, res: dict, title: str, seconds: float, load: dict
     chance = chance_levels(study)
     tables, conclusions = report_tables(study, res, chance)
     nets, it = res['nets'], study.p['iters']
-    loss, measure = nets['loss_net']['metrics'], nets['mocov3_measure']['metrics']
+    loss, measure = nets['loss_net']['metrics'], nets['measure']['metrics']
     judge = nets['judge']['metrics'].get('accuracy/top1')
     if study.perceptual == 'supervised':
         loss_line = (
             '- Perceptual loss network: a supervised ViT (the judge\'s recipe and data, seed 1), '
             f'{loss.get("accuracy/top1", float("nan")):.1f} % top-1 on clean cls/val, 1-NN '
             f'shape accuracy {loss["trained"]:.1f} % (randomly initialised '
-            f'{cell(loss["random"])} %). It stands for the paper\'s supervised-VGG row. The '
-            'judge shares its training data and recipe, so the judge\'s accuracy on the '
-            'reconstructions is not an independent measure here; the codeword probe is.')
+            f'{cell(loss["random"])} %). It stands for the paper\'s supervised-VGG row: '
+            'MoCo v3 learns no shape at this scale (docs/reproduce.md). The judge shares its '
+            'training data and recipe, so the judge\'s accuracy on the reconstructions and '
+            'the perceptual distance (measured with the judge) are not independent measures '
+            'here; the codeword probe is.')
+        measure_line = (
+            f'- Measuring network (perceptual distance): the judge, 1-NN shape accuracy '
+            f'{measure["trained"]:.1f} %, randomly initialised {cell(measure["random"])} %; '
+            f'chance {chance["accuracy/top1"]:.1f} %.')
     else:
         loss_line = (
             f'- MoCo v3 (perceptual loss network), 1-NN shape accuracy on cls/val '
             f'(mean-pooled features): {loss["trained"]:.1f} %, the same ViT randomly '
             f'initialised {cell(loss["random"])} %.')
+        measure_line = (
+            f'- MoCo v3 (measuring network), 1-NN shape accuracy: {measure["trained"]:.1f} %, '
+            f'randomly initialised {cell(measure["random"])} %; chance '
+            f'{chance["accuracy/top1"]:.1f} %.')
     lines = [
         f'# peco_mm {title}: PeCo\'s comparisons on the shape world', '',
         f'Profile `{study.profile}` of `tools/study.py`: {len(study.plan.runs)} runs, seeds '
@@ -509,13 +545,12 @@ def write_report(study: Study, res: dict, title: str, seconds: float, load: dict
         f'World: {res["world"]["n_pretrain"]} unlabeled 32 px images, 10 shape classes; '
         f'few-label splits of 10 images per class, validation {res["world"]["val_per_class"]} '
         'per class (peco_mm/tooling/shape_world.py). Iterations: ' +
-        ', '.join(f'{k} {v}' for k, v in it.items()) + '. Each cell: mean ± standard deviation '
-        'over the seeds, the seeds\' values in brackets. The perceptual loss\'s network, the '
-        'measuring network and the judge are trained once.', '',
-        '## Stage checks', '', loss_line,
-        f'- MoCo v3 (measuring network), 1-NN shape accuracy: {measure["trained"]:.1f} %, '
-        f'randomly initialised {cell(measure["random"])} %; chance '
-        f'{chance["accuracy/top1"]:.1f} %.',
+        ', '.join(f'{k} {v}' for k, v in it.items()
+                  if k != 'mocov3' or study.perceptual == 'mocov3') +
+        '. Each cell: mean ± standard deviation over the seeds, the seeds\' values in '
+        'brackets. The perceptual loss\'s network, the measuring network and the judge are '
+        'trained once.', '',
+        '## Stage checks', '', loss_line, measure_line,
         f'- Judge (supervised on clean images): {judge:.1f} % top-1 on clean cls/val images.'
         if judge is not None else '- Judge: no accuracy recorded.',
         '- Downstream chance levels: the last row of the pretraining and downstream table.', '']
@@ -545,7 +580,7 @@ def main(argv=None) -> Path:
     warnings.filterwarnings('ignore')
     import peco_mm  # noqa: F401
     from peco_mm.engine.console import fmt_time
-    study = Study(args.work_dir, args.profile, args.seeds, args.perceptual)
+    study = Study(args.work_dir, args.profile, args.seeds, args.perceptual, args.bf16_targets)
     for key in ('n_pretrain', 'val_per_class'):
         if getattr(args, key) is not None:
             study.p = dict(study.p, **{key: getattr(args, key)})

@@ -2,7 +2,8 @@
 # pretrain_vitb_in1k_300e.py (BEiT-style ViT, block-wise masking, predict the frozen
 # tokenizer's codes) on the shape world's unlabeled images: width 64, 4 blocks, 32 px, 4 px
 # patches -> 8x8 = 64 patches of which 24 are masked (the paper's 75 / 196 = 38 %), targets
-# from the lambda = 1 tokenizer of the same seed.
+# from the lambda = 1 tokenizer of the same seed, encoded in fp32 (the study's reference;
+# `tools/study.py --bf16-targets` adds the same runs with bf16 targets).
 # Deviations: lr 1.5e-3 kept for batch 64, no drop path, iterations instead of 300 epochs.
 _base_ = '../peco/pretrain_vitb_in1k_300e.py'
 
@@ -14,7 +15,7 @@ max_iters = 600  # x 64 images
 model = dict(
     backbone=dict(arch=dict(_delete_=True, embed_dims=64, num_layers=4, num_heads=4),
                   img_size=img_size, patch_size=4, drop_path_rate=0.0),
-    target_generator=dict(checkpoint=tokenizer_checkpoint))
+    target_generator=dict(checkpoint=tokenizer_checkpoint, encode_bf16=False))
 train_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='RandomFlip', prob=0.5, direction='horizontal'),

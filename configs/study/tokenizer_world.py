@@ -4,14 +4,15 @@
 # channels, 1 res block, K = 128, D = 32. Perceptual loss: blocks 1-4 of the toy MoCo v3 ViT
 # (standing in for blocks 3/6/9/12 of 12). Tested on the labelled cls/val split: PSNR, SSIM,
 # codeword probe, the clean-image classifier on the reconstructions, and the perceptual
-# distance with the OTHER MoCo v3 network (trained with another seed), never the loss's own.
+# distance with another network than the loss's: the OTHER MoCo v3 (trained with another
+# seed), or the judge when tools/study.py trains the loss's network supervised.
 # Deviations: lr 1e-3 and iterations instead of 5e-5 / 100 epochs.
 _base_ = '../peco/tokenizer_vqvae_in1k.py'
 
 root = 'work_dirs/study'
 data_root = root + '/world'
-perceptual_checkpoint = root + '/mocov3/mocov3_vit_tiny_pecovit.pth'
-measure_checkpoint = root + '/mocov3_measure/mocov3_vit_tiny_pecovit.pth'
+perceptual_checkpoint = root + '/mocov3/vit_tiny_pecovit.pth'
+measure_checkpoint = root + '/mocov3_measure/vit_tiny_pecovit.pth'
 img_size = 32
 num_embeddings = 128
 max_iters = 400  # x 32 images

@@ -114,6 +114,20 @@ def test_report_compares_every_trained_row_with_chance(tmp_path):
     assert all('consistent, as the paper expects' in c for c in vs_chance if 'mIoU' in c)
 
 
+def test_knn_accuracy_is_leave_one_out_under_cosine_similarity():
+    """Each image's nearest OTHER image (cosine) must share its label; itself never counts."""
+    import torch
+
+    from peco_mm.tooling.demo_checks import knn_accuracy
+    labels = torch.tensor([0, 0, 1, 1])
+    # direction tells the classes apart, length does not matter under cosine similarity
+    f = torch.tensor([[1.0, 0.1], [5.0, 0.0], [0.0, 1.0], [0.2, 3.0]])
+    assert knn_accuracy(f, labels) == 100.0
+    # image 3 now points nearer image 1 (class 0) than image 2: 3 of 4
+    f2 = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.8, 0.3]])
+    assert knn_accuracy(f2, labels) == 75.0
+
+
 def test_trained_and_random_twins_of_a_converted_classifier(tmp_path):
     # a classifier's conversion stores its own out_type among the arguments; the random twins
     # must still build, with the trained net's architecture and different weights
@@ -142,24 +156,30 @@ def test_trained_and_random_twins_of_a_converted_classifier(tmp_path):
 
 def test_supervised_perceptual_network_feeds_the_tokenizers(tmp_path):
     """--perceptual supervised: a ViT trained on the judge split (seed 1) is converted and
-    becomes the tokenizers' perceptual network, in place of MoCo v3 (quick profile, 2 steps)."""
+    becomes the tokenizers' perceptual network, in place of MoCo v3; the judge (seed 0),
+    converted too, measures their perceptual distance (quick profile, 2 steps)."""
     from mmengine.config import Config
 
     from tests.conftest import load_tool
     study_tool = load_tool('study')
     study = study_tool.Study(str(tmp_path), 'quick', seeds=1, perceptual='supervised')
-    assert [r[0] for r in study.plan.runs[:3]] == ['supervised', 'mocov3_measure', 'judge']
+    assert [r[0] for r in study.plan.runs[:3]] == ['supervised', 'judge', 'tokenizer_lambda0_seed0']
     study_tool.stage_world(study)
     nets = study_tool.stage_networks(study)
-    loss = nets['loss_net']['metrics']
-    assert nets['loss_net'] is nets['supervised'] and 'mocov3' not in nets
+    loss, measure = nets['loss_net']['metrics'], nets['measure']['metrics']
+    assert nets['loss_net'] is nets['supervised'] and nets['measure'] is nets['judge']
+    assert 'mocov3' not in nets and 'mocov3_measure' not in nets
     assert Path(loss['pecovit']).is_file() and 0 <= loss['trained'] <= 100
+    assert Path(measure['pecovit']).is_file() and measure['pecovit'] != loss['pecovit']
     assert 'accuracy/top1' in loss and len(loss['random']) == 3
+    assert 'accuracy/top1' in measure and len(measure['random']) == 3
     assert Config.fromfile(nets['supervised']['config']).randomness.seed == 1
+    assert Config.fromfile(nets['judge']['config']).randomness.seed == 0
     toks = study_tool.stage_tokenizers(study, nets)
     for (lam, seed), res in toks.items():
         cfg = Config.fromfile(res['config'])
         assert cfg.model.perceptual_cfg.checkpoint == loss['pecovit']
+        assert cfg.test_evaluator.perceptual.checkpoint == measure['pecovit']
         assert 'tokenizer/codeword_probe_acc' in res['metrics']
     with pytest.raises(ValueError, match="perceptual='vgg'"):
         study_tool.Study(str(tmp_path), 'quick', perceptual='vgg')
