@@ -15,7 +15,7 @@ test: install
 	$(PY) -m pytest tests -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15
 
 demo: install
-	$(PY) tools/demo.py --work-dir $(WORK_DIR)
+	$(PY) tools/study.py --profile demo --work-dir $(WORK_DIR)
 
 # one Markdown report for a GPU machine (tools/benchmark.py gpu-check; its CPU part elsewhere)
 gpu-check: install

@@ -4,7 +4,7 @@ bias and position scheme).
 
 The pairs are not listed by hand: a downstream config names its pretraining run through the
 default `model.backbone.init_cfg.checkpoint`, `work_dirs/<config>/...`, where tools/train.py
-writes `configs/**/<config>.py` (the demo runs stage S of `configs/demo/S_*.py` in
+writes `configs/**/<config>.py` (the toy configs read stage S of `configs/demo/S_*.py` from
 `work_dirs/demo/S`)."""
 import inspect
 from functools import lru_cache
@@ -37,7 +37,7 @@ def config_writing(checkpoint: str) -> Path:
     parts = PurePosixPath(checkpoint).parts
     if parts[0] != 'work_dirs' or len(parts) < 3:
         raise ValueError(f'{checkpoint}: not a work_dirs/<run>/<file> path')
-    if parts[1] == 'demo':  # tools/demo.py: stage S of configs/demo/S_*.py in work_dirs/demo/S
+    if parts[1] == 'demo':  # the toy configs: stage S of configs/demo/S_*.py in work_dirs/demo/S
         found = sorted((ROOT / 'configs' / 'demo').glob(f'{parts[2]}_*.py'))
         # tokenizer_tiny_photos.py runs in tokenizer/, its variant
         # tokenizer_tiny_photos_lambda0.py in tokenizer_lambda0/: the stage's own config is the

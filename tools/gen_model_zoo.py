@@ -55,10 +55,12 @@ that runs the config through OpenMMLab's `mim train` (see docs/getting_started.m
 FOOTER = """
 ## Toy models
 
-`make demo` trains toy versions of the pipeline (`configs/demo/*.py`, each a child of one of
-the configs above except the MoCo v3 perceptual network, a child of mmpretrain's MoCo v3 ViT-S
-recipe)
-in about 15 minutes on 2 CPU cores; its report, `work_dirs/demo/report.md`, gives their numbers.
+`make demo` trains toy versions of the pipeline on a generated shape world
+(`configs/study/*.py`, each a child of one of the configs above except the MoCo v3 network, a
+child of mmpretrain's MoCo v3 ViT-S recipe) with 3 seeds; its report,
+`work_dirs/demo/report.md`, gives their numbers (docs/reproduce.md). `configs/demo/*.py` are
+toy children of the same configs on photos that ship with scikit-image
+(`tools/make_demo_data.py` writes their data); the tests train them.
 """
 
 

@@ -14,7 +14,8 @@ import sys
 
 EPILOG = """examples:
   tools/plot_logs.py work_dirs/tokenizer_vqvae_in1k --out work_dirs/tokenizer_vqvae_in1k/plots
-  tools/plot_logs.py work_dirs/demo/tokenizer work_dirs/demo/tokenizer_lambda0 --out plots
+  tools/plot_logs.py work_dirs/demo/tokenizer_lambda1_seed0 work_dirs/demo/tokenizer_lambda0_seed0 \
+      --out plots
   tools/plot_logs.py work_dirs/pretrain/20260101_120000/vis_data/scalars.json --out plots \\
       --keys loss mim_acc lr
 """

@@ -10,8 +10,8 @@ import sys
 EPILOG = """examples:
   tools/visualize_reconstructions.py work_dirs/tokenizer_vqvae_in1k/epoch_100.pth \\
       data/imagenet/val --out recon.png --num 16
-  tools/visualize_reconstructions.py work_dirs/demo/tokenizer/iter_300.pth \\
-      work_dirs/demo/data/imagenet/val --out recon.png --img-size 64
+  tools/visualize_reconstructions.py work_dirs/demo/tokenizer_lambda1_seed0/iter_150.pth \\
+      work_dirs/demo/world/cls/val --out recon.png --img-size 32
 """
 
 

@@ -1,6 +1,6 @@
-# Toy-scale run of configs/peco/finetune_vitb_in1k.py for `make demo` and the tests: the same
-# recipe (PeCoViT, layer decay 0.65, AdamW, warm-up + cosine) on a width-64, depth-2 ViT at
-# 32 px, iteration-based, on an image folder made by tools/demo.py.
+# Toy-scale run of configs/peco/finetune_vitb_in1k.py for the tests: the same recipe (PeCoViT,
+# layer decay 0.65, AdamW, warm-up + cosine) on a width-64, depth-2 ViT at 32 px,
+# iteration-based, on an image folder of labelled classes (peco_mm.tooling.demo_data).
 _base_ = '../peco/finetune_vitb_in1k.py'
 
 data_root = 'work_dirs/demo/data/cls'  # <root>/{train,val}/<class>/*.png

@@ -1,4 +1,4 @@
-# Stage 4 of `make demo`: Mask R-CNN 1x on the 4-scale adapter + FPN
+# Stage 4 of the photo toys: Mask R-CNN 1x on the 4-scale adapter + FPN
 # (configs/peco/mask_rcnn_vitb_coco.py: layer decay 0.75, AdamW) at toy scale on the demo's
 # COCO-layout set (two shapes per photo crop, 96x128, 3 categories): the stage-3 toy PeCoViT
 # (width 64, 4 blocks, 8 px patches), 32-channel FPN and heads. From scratch:

@@ -1,4 +1,4 @@
-# Stage 1 of `make demo`: the perceptual network. mmpretrain's MoCo v3 ViT recipe
+# Stage 1 of the photo toys: the perceptual network. mmpretrain's MoCo v3 ViT recipe
 # (mocov3_vit-small-p16, the paper's kind of perceptual net: Sec. 3.2 uses MoCo v3 ViT-B) at toy
 # scale on the demo photo crops: a width-64, 4-block ViT at 64 px with 8 px patches.
 # tools/convert_checkpoint.py then turns its backbone into PeCoViT weights for the tokenizer.

@@ -1,4 +1,4 @@
-# Stage 3 of `make demo`: PeCo masked image modeling (configs/peco/pretrain_vitb_in1k_300e.py:
+# Stage 3 of the photo toys: PeCo masked image modeling (configs/peco/pretrain_vitb_in1k_300e.py:
 # BEiT-style ViT, block-wise masking, predict the frozen tokenizer's codes) at toy scale on the
 # demo photo crops: width 64, 4 blocks, 64 px, 8 px patches -> 8x8 = 64 patches of which 24
 # are masked (the paper's 75 / 196 = 38 %), targets from the stage-2 perceptual tokenizer.

@@ -1,4 +1,4 @@
-# Stage 2 of `make demo`: the PeCo tokenizer recipe (configs/peco/tokenizer_vqvae_in1k.py:
+# Stage 2 of the photo toys: the PeCo tokenizer recipe (configs/peco/tokenizer_vqvae_in1k.py:
 # EMA VQ-VAE, pixel + lambda=1 perceptual loss, Adam (0.5, 0.95)) at toy scale on the demo photo
 # crops: 64 px, 8x down (one stage fewer, as Table 12's 8x variant) -> 8x8 codes = the toy
 # ViT's 8x8 patch grid, 16 base channels, 1 res block, K = 128, D = 32. The perceptual network

@@ -1,4 +1,4 @@
-# Stage 4 of `make demo`: UperNet on the 4-scale adapter (configs/peco/upernet_vitb_ade20k.py:
+# Stage 4 of the photo toys: UperNet on the 4-scale adapter (configs/peco/upernet_vitb_ade20k.py:
 # layer decay 0.65, AdamW, BN heads) at toy scale on the demo's ADE20K-layout set (shapes on
 # photo crops, 64x96, 3 classes + "other"): the stage-3 toy PeCoViT (width 64, 4 blocks, 8 px
 # patches; blocks 1/2/3/4 feed the pyramid), 64x64 crops. From scratch:

@@ -137,7 +137,7 @@ def log_once_per_process(logger: logging.Logger, note: str | None,
     logger.log(level, note, extra={} if first else {'console': False})
 
 
-# ---- tools that train several runs in one process (tools/demo.py, tools/study.py) ------------
+# ---- tools that train several runs in one process (tools/study.py, `make demo`) -------------
 def fmt_time(seconds: float) -> str:
     return f'{int(seconds // 60)}m{int(seconds % 60):02d}s'
 

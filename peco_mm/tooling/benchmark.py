@@ -110,7 +110,7 @@ def count_gflops(fn: Callable[[], object]) -> float:
 def bench_tokenizers(batch: int, steps: int, warmup: int, device: str, dalle: bool = True,
                      smoke: bool = False, bf16: bool | None = None) -> list[dict]:
     """Encode throughput; `bf16`: the encoders in bf16 autocast (True), fp32 (False), or each
-    tokenizer's default (None: PeCo's `encode_bf16` on CUDA, fp32 elsewhere)."""
+    tokenizer's default (None: PeCo's `encode_bf16`, off unless set)."""
     rows = []
     for name, size, module in tokenizer_models(dalle, smoke):
         module.to(device)
@@ -217,9 +217,8 @@ def time_pretrain_step(name: str, s: dict, batch: int, steps: int, warmup: int, 
     torch.manual_seed(0)
     model = build_pretrain_model(name, s).to(device).train()
     target = getattr(model, 'target_generator', None)
-    bf16_target = target_bf16 and name in ('peco', 'peco_mae')  # PeCo's tokenizer as target
-    if bf16_target:
-        target.encode = partial(target.encode, bf16=True)
+    if name in ('peco', 'peco_mae'):  # PeCo's tokenizer as target: fp32 unless asked
+        target.encode = partial(target.encode, bf16=target_bf16)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-4)
     inputs, samples = pretrain_inputs(name, s, batch, device)
@@ -243,6 +242,7 @@ def time_pretrain_step(name: str, s: dict, batch: int, steps: int, warmup: int, 
     ms = statistics.median(time_steps(step, steps, warmup, device)) * 1000
     # counted on one image and scaled: a step's FLOPs are linear in the batch (tested)
     gflops = count_gflops(lambda: step(*pretrain_inputs(name, s, 1, device))) * batch
+    bf16_target = target_bf16 and name in ('peco', 'peco_mae')
     row = dict(model=name + (' (bf16 target)' if bf16_target else ''), ms_per_step=round(ms, 2),
                img_per_s=round(batch / ms * 1000, 2),
                gflops_per_step=round(gflops, 3), gflop_per_s=round(gflops / ms * 1000, 1),

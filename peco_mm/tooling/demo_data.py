@@ -1,4 +1,5 @@
-"""Deterministic demo data for `make demo` and the tests; nothing is downloaded.
+"""Deterministic data for the toy configs of configs/demo/ and the tests; nothing is
+downloaded (`make demo` runs on the shape world of `shape_world` instead).
 
 - `make_class_folder`: a learnable synthetic ImageNet-style folder (tests, toy classifier).
 - `make_photo_folder`: crops of the colour photos scikit-image ships (`skimage/data/*.png`)
@@ -7,7 +8,7 @@
 - `make_ade` / `make_coco`: a labelled set of flat-coloured shapes on a background, in the
   ADEChallengeData2016 layout (single-channel PNG label maps, 0 = "other") and the COCO layout
   (instances JSON with polygons). The background is gray noise (`backgrounds=None`, the dense
-  tests) or crops of the demo photos (`make demo`).
+  tests) or crops of the photos (`make_demo_data`).
 
 Every generator takes a seed and writes the same bytes for the same arguments.
 """

@@ -1,5 +1,5 @@
-"""Support for the tools that chain several runs in one process (tools/demo.py,
-tools/study.py): their configs' work-dir paths moved under the user's --work-dir, and the
+"""Support for the tools that chain several runs in one process (tools/study.py, which
+`make demo` runs): their configs' work-dir paths moved under the user's --work-dir, and the
 other tools called as a user calls them."""
 from __future__ import annotations
 

@@ -79,7 +79,7 @@ def test_errors_name_the_problem(runs, tmp_path):
         tool.main([str(bad), '--out', str(tmp_path / 'o')])
 
 
-TOOLS = ['demo.py', 'benchmark.py', 'plot_logs.py', 'tokenize_dataset.py',
+TOOLS = ['study.py', 'benchmark.py', 'plot_logs.py', 'tokenize_dataset.py',
          'adversarial_eval.py', 'make_demo_data.py', 'visualize_mim.py',
          'visualize_reconstructions.py']
 
