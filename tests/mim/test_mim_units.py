@@ -202,11 +202,13 @@ def test_shipped_config_reads_the_tokenizer_architecture_from_its_checkpoint(
         tokenizer_ckpt, tmp_path):
     """configs/peco/pretrain_vitb_in1k_300e.py names only the tokenizer file: the tiny
     tokenizer's 8x CNN and 16-code codebook come from the checkpoint, frozen, without a data
-    preprocessor or a decoder, and its codes equal the trained tokenizer's."""
+    preprocessor or a decoder, and its codes (in fp32; the config asks for bf16 where native)
+    equal the trained tokenizer's."""
     from mmengine.config import Config
     from mmpretrain.registry import MODELS
     cfg = Config.fromfile(f'{REPO}/configs/peco/pretrain_vitb_in1k_300e.py')
-    assert set(cfg.model.target_generator) == {'type', 'checkpoint'}
+    assert set(cfg.model.target_generator) == {'type', 'checkpoint', 'encode_bf16'}
+    assert cfg.model.target_generator.encode_bf16 == 'auto'
     cfg.model.target_generator.checkpoint = tokenizer_ckpt[0]
     cfg.model.backbone.update(arch=TINY_VIT, img_size=32, patch_size=8)
     model = MODELS.build(cfg.model)
@@ -220,13 +222,14 @@ def test_shipped_config_reads_the_tokenizer_architecture_from_its_checkpoint(
     model.train()
     assert not tg.training
     x = torch.rand(3, 3, 32, 32) * 2 - 1
-    assert torch.equal(tg.encode(x), tokenizer_ckpt[1].encode(x))
+    assert tg.encode_bf16 == 'auto'
+    assert torch.equal(tg.encode(x, bf16=False), tokenizer_ckpt[1].encode(x))
     # a pretraining checkpoint serves as a tokenizer checkpoint too (its config names only
     # the file: the architecture comes from the target generator's weights)
     from peco_mm.tokenizer import FrozenPeCoTokenizer
     path = str(tmp_path / 'peco.pth')
     torch.save({'state_dict': model.state_dict(), 'meta': {'cfg': cfg.pretty_text}}, path)
-    assert torch.equal(FrozenPeCoTokenizer(path).encode(x), tg.encode(x))
+    assert torch.equal(FrozenPeCoTokenizer(path).encode(x), tg.encode(x, bf16=False))
 
 
 # ---- configs and the benchmark -----------------------------------------------------------------

@@ -212,6 +212,32 @@ def test_encode_is_the_quantizers_encode_of_the_encoder_output():
     assert t.encode(x, bf16=True).shape == expected.shape
 
 
+def test_encode_bf16_setting_picks_the_encoders_precision(monkeypatch):
+    """encode_bf16: False fp32, True bf16 on any device, 'auto' bf16 only where the device is
+    native (detected); the encoder's output dtype shows which ran; a typo is refused."""
+    from peco_mm.tokenizer import tokenizer as tok_module
+    t = tiny().eval()
+    x = blocky_images(2)
+    seen = []
+    t.encoder.register_forward_hook(lambda m, i, out: seen.append(out.dtype))
+
+    def encode_dtype(setting, native):
+        monkeypatch.setattr('peco_mm.utils.precision.cpu_has_native_bf16', lambda: native)
+        t.encode_bf16 = tok_module.check_encode_bf16(setting)
+        t.encode(x)
+        return seen[-1]
+    assert encode_dtype(False, True) == torch.float32
+    assert encode_dtype(True, False) == torch.bfloat16
+    assert encode_dtype('auto', True) == torch.bfloat16
+    assert encode_dtype('auto', False) == torch.float32
+    assert t.encode(x, bf16=False).dtype == torch.long and seen[-1] == torch.float32
+    for bad in ('yes', 1, None):
+        with pytest.raises(ValueError, match=f"encode_bf16={bad!r}; expected one of"):
+            tok_module.check_encode_bf16(bad)
+    with pytest.raises(ValueError, match="encode_bf16='on'"):
+        tiny(encode_bf16='on')
+
+
 def test_perceptual_gradient_share_is_logged_from_the_last_backward():
     """percep_grad_share at step 2 = ||λ∇L_percep|| / (||∇L_pixel|| + ||λ∇L_percep||) at the
     reconstruction of step 1, as computed by autograd separately."""
@@ -326,3 +352,20 @@ def test_vit_encoder_decoder_variant():
     losses = t(x, mode='loss')
     assert t.downsample == 4 and torch.isfinite(losses['loss_pixel'])
     assert t.eval().encode(x).shape == (2, 4, 4)
+
+
+def test_shipped_pretraining_targets_are_bf16_where_native():
+    """Every shipped config whose targets come from a FrozenPeCoTokenizer asks for bf16 where
+    native ('auto'); the study's reference runs pin fp32 (its --bf16-targets row differs)."""
+    from mmengine.config import Config
+
+    from tests.conftest import ROOT
+    found = []
+    for path in sorted((ROOT / 'configs' / 'peco').glob('pretrain_*.py')):
+        tg = Config.fromfile(str(path)).model.get('target_generator') or {}
+        if tg.get('type') == 'FrozenPeCoTokenizer':
+            found.append(path.name)
+            assert tg.encode_bf16 == 'auto', path.name
+    assert 'pretrain_vitb_in1k_300e.py' in found and 'pretrain_mae_vitb_in1k_800e.py' in found
+    study = Config.fromfile(str(ROOT / 'configs' / 'study' / 'pretrain_pixel_world.py'))
+    assert study.model.target_generator.encode_bf16 is False

@@ -23,5 +23,9 @@ model = dict(
     backbone=dict(_base_.vit_b, rel_pos_bias='shared', use_mask_token=True),
     head=dict(type='PeCoMIMHead'),
     # the paper's tokenizer (16x down, K = 8192): encoder + codebook, frozen, inputs in
-    # [-1, 1]; its architecture is read from the checkpoint (tools/train.py stores the config)
-    target_generator=dict(type='FrozenPeCoTokenizer', checkpoint=tokenizer_checkpoint))
+    # [-1, 1]; its architecture is read from the checkpoint (tools/train.py stores the config).
+    # Its encoder runs in bf16 where the device computes bf16 natively ('auto'; the codeword
+    # search stays fp32): fp32 and bf16 targets trained the same models in the study of
+    # docs/benchmarks.md. encode_bf16=False gives fp32 targets everywhere.
+    target_generator=dict(type='FrozenPeCoTokenizer', checkpoint=tokenizer_checkpoint,
+                          encode_bf16='auto'))
