@@ -102,29 +102,7 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
     preflight.check(cfg, mode, resume=resume, checkpoint=checkpoint, config=config_path)
     add_vis_backends(cfg, vis_backends)
     sync_with_model(cfg)
-    notes = [sharded_clip_note(cfg)]
-    cpu_note = cpu_mixed_precision(cfg)  # about the machine: once per process on the console
-    malloc_note = apply_cpu_malloc((cfg.get('env_cfg') or {}).get('cpu_malloc', 'auto'),
-                                   torch.cuda.is_available())
-    if mode == 'train':  # one run per work dir; atomic checkpoints, NaN guard, resume checks
-        from .hooks.safeguards import add_safeguards, check_train_batches, guard_train_data
-        from .work_dir_lock import lock_work_dir
-        notes.append(lock_work_dir(cfg.work_dir))
-        notes += add_safeguards(cfg)
-    setup_cpu_distributed(cfg)
-    with console.quiet_runner_logs(show_config):
-        runner = build_runner(cfg)
-    if mode == 'train':  # bad training samples: named, or skipped (config `bad_samples`)
-        guard_train_data(runner)
-        check_train_batches(runner)
-    if not show_config:
-        runner.logger.info(f'Config and hook order: in {runner.log_dir}/{runner.timestamp}.log '
-                           '(--show-config prints them here)')
-    for note in filter(None, notes):
-        runner.logger.warning(note)
-    # about the machine: on the console once per process, in every run's log file
-    console.log_once_per_process(runner.logger, cpu_note)
-    console.log_once_per_process(runner.logger, malloc_note, level=20)
+    runner = prepare_runner(cfg, mode, show_config)
     if mode == 'train':
         from .work_dir_lock import unlock_work_dir
         runner.train()
@@ -135,6 +113,37 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
         import mmengine
         mmengine.dump(metrics, out)
     return RunResult(runner, metrics)
+
+
+def prepare_runner(cfg: Config, mode: str, show_config: bool = False):
+    """The runner of a checked config: the machine's settings (CPU bf16, allocator, CPU
+    process group), for training the work-dir lock, safeguard hooks and the training data's
+    checks; every note it made, in the run's log (the machine's once per process on the
+    console)."""
+    notes = [sharded_clip_note(cfg)]
+    cpu_note = cpu_mixed_precision(cfg)  # about the machine: once per process on the console
+    malloc_note = apply_cpu_malloc((cfg.get('env_cfg') or {}).get('cpu_malloc', 'auto'),
+                                   torch.cuda.is_available())
+    if mode == 'train':  # one run per work dir; atomic checkpoints, NaN guard, resume checks
+        from .hooks.safeguards import add_safeguards
+        from .work_dir_lock import lock_work_dir
+        notes.append(lock_work_dir(cfg.work_dir))
+        notes += add_safeguards(cfg)
+    setup_cpu_distributed(cfg)
+    with console.quiet_runner_logs(show_config):
+        runner = build_runner(cfg)
+    if mode == 'train':  # bad training samples: named, or skipped (config `bad_samples`)
+        from .hooks.safeguards import check_train_batches, guard_train_data
+        guard_train_data(runner)
+        check_train_batches(runner)
+    if not show_config:
+        runner.logger.info(f'Config and hook order: in {runner.log_dir}/{runner.timestamp}.log '
+                           '(--show-config prints them here)')
+    for note in filter(None, notes):
+        runner.logger.warning(note)
+    console.log_once_per_process(runner.logger, cpu_note)
+    console.log_once_per_process(runner.logger, malloc_note, level=20)
+    return runner
 
 
 def load_config(config: str | Config, options: dict | None = None) -> Config:
