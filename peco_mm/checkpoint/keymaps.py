@@ -308,54 +308,11 @@ def rename_to_pecovit(sd: dict, fmt: str, dropped: dict[str, str]
 def infer_pecovit_kwargs(sd: dict, img_size: int | tuple[int, int] | None = None
                          ) -> tuple[dict, list[str]]:
     """PeCoViT arguments matching a PeCoViT-named state dict; also notes on what was guessed."""
-    notes = []
-    if 'patch_embed.proj.weight' not in sd:
-        raise ValueError('no patch embedding found (patch_embed.proj.weight after renaming); '
-                         f'keys: {list(sd)[:12]}')
-    w = sd['patch_embed.proj.weight']  # (C, in_ch, p, p)
-    if w.ndim != 4 or w.shape[-1] != w.shape[-2]:
-        raise ValueError(f'patch_embed.proj.weight has shape {tuple(w.shape)}; expected a '
-                         'square (C, in_channels, p, p) convolution')
-    embed_dims, in_channels, patch_size = w.shape[0], w.shape[1], w.shape[-1]
-    block_ids = {int(m.group(1)) for k in sd if (m := re.match(r'blocks\.(\d+)\.', k))}
-    if not block_ids:
-        raise ValueError('no transformer blocks found (blocks.N.* after renaming)')
-    num_layers = max(block_ids) + 1
-    if 'cls_token' not in sd:
-        raise ValueError('the checkpoint has no cls_token; PeCoViT always has one '
-                         '(class_token=False / register-token models are not supported)')
-    if any(k.startswith('blocks.0.mlp.fc1.') for k in sd):
-        mlp_ratio = sd['blocks.0.mlp.fc1.weight'].shape[0] / embed_dims
-    else:
-        raise ValueError('blocks.0.mlp.fc1.weight missing after renaming')
-    tables = [k for k in sd if k.endswith(REL_TABLE)]
-    if tables:
-        num_heads = sd[tables[0]].shape[1]  # exact: one bias column per head
-    else:
-        num_heads = max(embed_dims // 64, 1)
-        notes.append(f'num_heads={num_heads} is a guess (embed_dims // 64): the weights do '
-                     'not record it; override it if the source model used another value')
-    if 'rel_pos_bias.' + REL_TABLE in sd:
-        rel_pos_bias = 'shared'
-    elif tables:
-        rel_pos_bias = 'per_block'
-    else:
-        rel_pos_bias = 'none'
-    if 'blocks.0.attn.q_bias' in sd:
-        qkv_bias = 'qv'
-    elif 'blocks.0.attn.qkv.bias' in sd:
-        qkv_bias = 'qkv'
-    else:
-        qkv_bias = 'none'
-    src_grid = _source_grid(sd)
-    if img_size is None:
-        if src_grid is None:
-            img_size = 224
-            notes.append('img_size=224 assumed: no position table records the grid')
-        else:
-            img_size = (src_grid[0] * patch_size, src_grid[1] * patch_size)
-    img_size = (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
-    final_norm = 'norm.weight' in sd
+    notes: list[str] = []
+    embed_dims, in_channels, patch_size = _patch_embedding(sd)
+    num_layers, mlp_ratio = _blocks(sd, embed_dims)
+    num_heads, rel_pos_bias, qkv_bias = _attention(sd, embed_dims, notes)
+    img_size = _image_size(sd, patch_size, img_size, notes)
     kwargs = dict(
         arch=dict(embed_dims=int(embed_dims), num_layers=num_layers, num_heads=int(num_heads),
                   mlp_ratio=float(mlp_ratio)),
@@ -365,7 +322,7 @@ def infer_pecovit_kwargs(sd: dict, img_size: int | tuple[int, int] | None = None
         use_abs_pos_emb='pos_embed' in sd,
         rel_pos_bias=rel_pos_bias,
         layer_scale_init_value=DEFAULT_LAYER_SCALE if 'blocks.0.gamma_1' in sd else 0.0,
-        final_norm=final_norm,
+        final_norm='norm.weight' in sd,
     )
     if 'fc_norm.weight' in sd:
         kwargs['out_type'] = 'avg_featmap'  # fc_norm exists only for pooled outputs
@@ -374,6 +331,59 @@ def infer_pecovit_kwargs(sd: dict, img_size: int | tuple[int, int] | None = None
     if in_channels != 3:
         kwargs['in_channels'] = int(in_channels)
     return kwargs, notes
+
+
+def _patch_embedding(sd: dict) -> tuple[int, int, int]:
+    """(embed_dims, in_channels, patch_size) from the patch embedding's convolution."""
+    if 'patch_embed.proj.weight' not in sd:
+        raise ValueError('no patch embedding found (patch_embed.proj.weight after renaming); '
+                         f'keys: {list(sd)[:12]}')
+    w = sd['patch_embed.proj.weight']  # (C, in_ch, p, p)
+    if w.ndim != 4 or w.shape[-1] != w.shape[-2]:
+        raise ValueError(f'patch_embed.proj.weight has shape {tuple(w.shape)}; expected a '
+                         'square (C, in_channels, p, p) convolution')
+    return w.shape[0], w.shape[1], w.shape[-1]
+
+
+def _blocks(sd: dict, embed_dims: int) -> tuple[int, float]:
+    """(num_layers, mlp_ratio) from the blocks' keys and the first MLP."""
+    block_ids = {int(m.group(1)) for k in sd if (m := re.match(r'blocks\.(\d+)\.', k))}
+    if not block_ids:
+        raise ValueError('no transformer blocks found (blocks.N.* after renaming)')
+    if 'cls_token' not in sd:
+        raise ValueError('the checkpoint has no cls_token; PeCoViT always has one '
+                         '(class_token=False / register-token models are not supported)')
+    if 'blocks.0.mlp.fc1.weight' not in sd:
+        raise ValueError('blocks.0.mlp.fc1.weight missing after renaming')
+    return max(block_ids) + 1, sd['blocks.0.mlp.fc1.weight'].shape[0] / embed_dims
+
+
+def _attention(sd: dict, embed_dims: int, notes: list[str]) -> tuple[int, str, str]:
+    """(num_heads, rel_pos_bias, qkv_bias): the heads from a relative-position table (one
+    column per head), else guessed as embed_dims // 64 with a note."""
+    tables = [k for k in sd if k.endswith(REL_TABLE)]
+    if tables:
+        num_heads = sd[tables[0]].shape[1]
+    else:
+        num_heads = max(embed_dims // 64, 1)
+        notes.append(f'num_heads={num_heads} is a guess (embed_dims // 64): the weights do '
+                     'not record it; override it if the source model used another value')
+    rel_pos_bias = ('shared' if 'rel_pos_bias.' + REL_TABLE in sd else
+                    'per_block' if tables else 'none')
+    qkv_bias = ('qv' if 'blocks.0.attn.q_bias' in sd else
+                'qkv' if 'blocks.0.attn.qkv.bias' in sd else 'none')
+    return num_heads, rel_pos_bias, qkv_bias
+
+
+def _image_size(sd: dict, patch_size: int, img_size, notes: list[str]) -> tuple[int, int]:
+    """The given size, else the source's patch grid times the patch, else 224 with a note."""
+    if img_size is None:
+        src_grid = _source_grid(sd)
+        if src_grid is None:
+            notes.append('img_size=224 assumed: no position table records the grid')
+            return (224, 224)
+        return (src_grid[0] * patch_size, src_grid[1] * patch_size)
+    return (img_size, img_size) if isinstance(img_size, int) else tuple(img_size)
 
 
 def _source_grid(sd: dict) -> tuple[int, int] | None:
