@@ -242,14 +242,47 @@ def _fold_neck(head: dict, sd: dict, model_cfg: dict, notes: list[str]) -> dict:
 # ---- step 3a: timm --------------------------------------------------------------------------
 def to_timm(src: ExportSource, per_block_rel_pos: bool = False) -> Export:
     """timm `Beit` (or `VisionTransformer`) weights, config.json and loading call."""
+    sd, rel, notes = _timm_state_dict(src, per_block_rel_pos)
+    kw, arch = src.kwargs, src.kwargs['arch']
+    use_vit = rel == 'none' and kw['qkv_bias'] != 'qv'
+    if not use_vit and kw['qkv_bias'] == 'qkv':
+        notes += _split_qkv_bias(sd, kw['qkv_bias'], arch['num_layers'])
+    args = _timm_model_args(src, sd, rel, use_vit, notes)
+    if src.kind == 'classifier':
+        sd['head.weight'], sd['head.bias'] = src.head['weight'], _head_bias(src.head)
+    eps = kw.get('norm_eps', 1e-6)
+    if eps != 1e-6:
+        raise ValueError(f'norm_eps={eps}: timm builds its LayerNorms with eps 1e-6')
+    name = 'vit_base_patch16_224' if use_vit else 'beit_base_patch16_224'
+    data, img = data_config(src), _hw(kw['img_size'])
+    pretrained_cfg = dict(
+        input_size=[3, *img], interpolation='bicubic', crop_pct=data['crop_pct'],
+        crop_mode='center', mean=data['mean01'], std=data['std01'], num_classes=args['num_classes'],
+        first_conv='patch_embed.proj', classifier='head', fixed_input_size=True,
+        license='apache-2.0')
+    if src.run.get('classes') and src.kind == 'classifier':
+        pretrained_cfg['label_names'] = src.run['classes']
+    config = dict(architecture=name, num_classes=args['num_classes'],
+                  num_features=arch['embed_dims'], global_pool=args['global_pool'],
+                  model_args=args, pretrained_cfg=pretrained_cfg)
+    exp = Export('timm', {k: v.contiguous() for k, v in sd.items()}, config,
+                 notes=src.notes + notes)
+    exp.load_call = "timm.create_model('local-dir:{dst}', pretrained=True)"
+    exp.files['README.md'] = model_card(src, exp)
+    return exp
+
+
+def _timm_state_dict(src: ExportSource, per_block_rel_pos: bool
+                     ) -> tuple[dict[str, torch.Tensor], str, list[str]]:
+    """The backbone's weights in timm's names (Beit's, or VisionTransformer's when there is
+    no relative position and no q/v-only bias), the relative-position scheme they use and the
+    notes on what changed."""
     kw, sd, notes = src.kwargs, dict(src.state_dict), []
-    arch = kw['arch']
     rel = kw['rel_pos_bias']
     if rel == 'shared' and per_block_rel_pos:
-        sd, rel = _expand_shared_table(sd, arch['num_layers']), 'per_block'
+        sd, rel = _expand_shared_table(sd, kw['arch']['num_layers']), 'per_block'
         notes.append('the shared relative-position table was copied into every block')
     use_vit = rel == 'none' and kw['qkv_bias'] != 'qv'
-    pooled = _pooling(src)
     if sd.pop('mask_token', None) is not None:
         notes.append('mask_token dropped: timm has no [MASK] token')
     if src.kind == 'mim':
@@ -262,8 +295,14 @@ def to_timm(src: ExportSource, per_block_rel_pos: bool = False) -> Export:
         else:
             key = re.sub(r'^blocks\.(\d+)\.rel_pos_bias\.', r'blocks.\1.attn.', key)
         out[key] = value
-    if not use_vit and kw['qkv_bias'] == 'qkv':
-        notes += _split_qkv_bias(out, kw['qkv_bias'], arch['num_layers'])
+    return out, rel, notes
+
+
+def _timm_model_args(src: ExportSource, sd: dict, rel: str, use_vit: bool,
+                     notes: list[str]) -> dict:
+    """`timm.create_model` keyword arguments for the exported weights (an identity fc_norm
+    joins `sd` when a Beit source has no final norm)."""
+    kw, arch, pooled = src.kwargs, src.kwargs['arch'], _pooling(src)
     img = _hw(kw['img_size'])
     args = dict(img_size=list(img) if img[0] != img[1] else img[0],
                 patch_size=kw['patch_size'], in_chans=kw.get('in_channels', 3),
@@ -276,37 +315,16 @@ def to_timm(src: ExportSource, per_block_rel_pos: bool = False) -> Export:
                     pos_embed='learn' if kw['use_abs_pos_emb'] else 'none')
     else:
         if not pooled['any_norm']:
-            out.update(_identity_norm('fc_norm', arch['embed_dims'], out))
+            sd.update(_identity_norm('fc_norm', arch['embed_dims'], sd))
             notes.append('no final norm in the source (a dense backbone): timm Beit gets an '
                          'identity-initialised fc_norm, used by its pooled output only')
         args.update(qkv_bias=kw['qkv_bias'] != 'none', use_abs_pos_emb=kw['use_abs_pos_emb'],
                     use_rel_pos_bias=rel == 'per_block', use_shared_rel_pos_bias=rel == 'shared',
                     global_pool=pooled['pool'], use_fc_norm=pooled['fc_norm'] or
                     not pooled['any_norm'])
-    if 'blocks.0.gamma_1' in sd:
+    if 'blocks.0.gamma_1' in src.state_dict:
         args['init_values'] = kw['layer_scale_init_value'] or 0.1  # the weights replace it
-    if src.kind == 'classifier':
-        out['head.weight'], out['head.bias'] = src.head['weight'], _head_bias(src.head)
-    eps = kw.get('norm_eps', 1e-6)
-    if eps != 1e-6:
-        raise ValueError(f'norm_eps={eps}: timm builds its LayerNorms with eps 1e-6')
-    name = 'vit_base_patch16_224' if use_vit else 'beit_base_patch16_224'
-    data = data_config(src)
-    pretrained_cfg = dict(
-        input_size=[3, *img], interpolation='bicubic', crop_pct=data['crop_pct'],
-        crop_mode='center', mean=data['mean01'], std=data['std01'], num_classes=args['num_classes'],
-        first_conv='patch_embed.proj', classifier='head', fixed_input_size=True,
-        license='apache-2.0')
-    if src.run.get('classes') and src.kind == 'classifier':
-        pretrained_cfg['label_names'] = src.run['classes']
-    config = dict(architecture=name, num_classes=args['num_classes'],
-                  num_features=arch['embed_dims'], global_pool=args['global_pool'],
-                  model_args=args, pretrained_cfg=pretrained_cfg)
-    exp = Export('timm', {k: v.contiguous() for k, v in out.items()}, config,
-                 notes=src.notes + notes)
-    exp.load_call = "timm.create_model('local-dir:{dst}', pretrained=True)"
-    exp.files['README.md'] = model_card(src, exp)
-    return exp
+    return args
 
 
 def timm_file_call(exp: Export, dst: str) -> str:
@@ -464,24 +482,37 @@ def image_processor(src: ExportSource) -> dict:
 # ---- the model card -------------------------------------------------------------------------
 def model_card(src: ExportSource, exp: Export) -> str:
     """README.md for the exported folder, from the run's stored config and state."""
-    run, kw = src.run, src.kwargs
-    arch = kw['arch']
-    cfg = run.get('cfg') or {}
-    model = cfg.get('model') if isinstance(cfg.get('model'), dict) else {}
+    lines = _card_header(src, exp) + _card_model(src) + _card_source_run(src) + \
+        _card_metrics(src.run)
+    if exp.notes:
+        lines += ['', '## Export notes', ''] + [f'- {n}' for n in exp.notes]
+    lines += ['', '## Citation', '', '```bibtex', CITATION_BIBTEX, '```', '']
+    return '\n'.join(lines)
+
+
+def _card_header(src: ExportSource, exp: Export) -> list[str]:
+    """The card's metadata block, title, and how to load the folder."""
     library = 'timm' if exp.target == 'timm' else 'transformers'
     task = dict(classifier='image-classification', mim='masked-image-modeling',
                 backbone='image-feature-extraction')[src.kind]
-    lines = ['---', f'library_name: {library}', 'license: apache-2.0', 'tags:',
-             '- peco', '- beit', '- vision-transformer', f'- {task}', f'pipeline_tag: {task}',
-             '---', '',
-             f'# PeCo ViT ({TITLES[src.kind]})',
-             '',
-             'A Vision Transformer trained with peco_mm, an implementation of '
-             '[PeCo: Perceptual Codebook for BERT Pre-training of Vision Transformers]'
-             f'(https://arxiv.org/abs/2111.12710) (AAAI 2023), exported to {library}.', '',
-             '## Load it', '', '```python',
-             f'import {library}',
-             exp.load_call.format(dst='PATH_TO_THIS_FOLDER'), '```', '', '## Model', '',
+    return ['---', f'library_name: {library}', 'license: apache-2.0', 'tags:',
+            '- peco', '- beit', '- vision-transformer', f'- {task}', f'pipeline_tag: {task}',
+            '---', '',
+            f'# PeCo ViT ({TITLES[src.kind]})',
+            '',
+            'A Vision Transformer trained with peco_mm, an implementation of '
+            '[PeCo: Perceptual Codebook for BERT Pre-training of Vision Transformers]'
+            f'(https://arxiv.org/abs/2111.12710) (AAAI 2023), exported to {library}.', '',
+            '## Load it', '', '```python',
+            f'import {library}',
+            exp.load_call.format(dst='PATH_TO_THIS_FOLDER'), '```']
+
+
+def _card_model(src: ExportSource) -> list[str]:
+    """Architecture, head and input normalisation."""
+    kw = src.kwargs
+    arch = kw['arch']
+    lines = ['', '## Model', '',
              f'- architecture: {arch["num_layers"]} blocks, width {arch["embed_dims"]}, '
              f'{arch["num_heads"]} heads, MLP ratio {arch["mlp_ratio"]}, patch '
              f'{kw["patch_size"]}, input {"x".join(map(str, _hw(kw["img_size"])))} px',
@@ -498,7 +529,15 @@ def model_card(src: ExportSource, exp: Export) -> str:
     lines.append(f'- input normalisation: RGB in [0, 1], mean {d["mean01"]}, std {d["std01"]}; '
                  f'test resize (short side) {d["resize"]}, centre crop '
                  f'{"x".join(map(str, d["crop"]))}')
-    lines += ['', '## Source run', '']
+    return lines
+
+
+def _card_source_run(src: ExportSource) -> list[str]:
+    """The checkpoint, experiment, model type, schedule, tokenizer, init and classes."""
+    run = src.run
+    cfg = run.get('cfg') or {}
+    model = cfg.get('model') if isinstance(cfg.get('model'), dict) else {}
+    lines = ['', '## Source run', '']
     if run.get('source'):
         lines.append(f'- checkpoint: `{osp.basename(run["source"])}`')
     if run.get('experiment'):
@@ -519,16 +558,17 @@ def model_card(src: ExportSource, exp: Export) -> str:
     if run.get('classes') and src.kind == 'classifier':
         shown = ', '.join(run['classes'][:10]) + (' ...' if len(run['classes']) > 10 else '')
         lines.append(f'- classes: {shown}')
-    lines += ['', '## Metrics', '']
+    return lines
+
+
+def _card_metrics(run: dict) -> list[str]:
+    lines = ['', '## Metrics', '']
     if run.get('metrics'):
         lines += ['| metric | value |', '|---|---|']
         lines += [f'| {k} | {v:.4g} |' for k, v in sorted(run['metrics'].items())]
     else:
         lines.append('The run recorded no evaluation metrics next to this checkpoint.')
-    if exp.notes:
-        lines += ['', '## Export notes', ''] + [f'- {n}' for n in exp.notes]
-    lines += ['', '## Citation', '', '```bibtex', CITATION_BIBTEX, '```', '']
-    return '\n'.join(lines)
+    return lines
 
 
 def _tokenizer_line(cfg: dict, model: dict, src: ExportSource) -> str:
