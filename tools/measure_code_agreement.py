@@ -18,7 +18,7 @@ sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 EPILOG = """examples:
   tools/measure_code_agreement.py --num 16 --batch-size 4 --threads 2
   tools/measure_code_agreement.py \\
-      --checkpoint work_dirs/demo/tokenizer_lambda1_seed0/iter_150.pth \\
+      --checkpoint work_dirs/demo/tokenizer_lambda1_seed0/iter_120.pth \\
       --images work_dirs/demo/world/cls/val --img-size 32 --num 200
 """
 

@@ -19,7 +19,7 @@ EPILOG = """examples:
   tools/visualize_mim.py configs/peco/pretrain_vitb_in1k_300e.py work_dirs/pretrain/epoch_300.pth \
       photo1.jpg photo2.jpg --out vis/ --tokenizer work_dirs/tokenizer/epoch_100.pth
   tools/visualize_mim.py work_dirs/demo/pretrain_peco_seed0/pretrain_peco_world.py \
-      work_dirs/demo/pretrain_peco_seed0/iter_200.pth work_dirs/demo/world/cls/val/*/00000.png \
+      work_dirs/demo/pretrain_peco_seed0/iter_130.pth work_dirs/demo/world/cls/val/*/00000.png \
       --out vis/ --num-masked 24
 """
 

@@ -10,7 +10,7 @@ import sys
 EPILOG = """examples:
   tools/visualize_reconstructions.py work_dirs/tokenizer_vqvae_in1k/epoch_100.pth \\
       data/imagenet/val --out recon.png --num 16
-  tools/visualize_reconstructions.py work_dirs/demo/tokenizer_lambda1_seed0/iter_150.pth \\
+  tools/visualize_reconstructions.py work_dirs/demo/tokenizer_lambda1_seed0/iter_120.pth \\
       work_dirs/demo/world/cls/val --out recon.png --img-size 32
 """
 
