@@ -10,6 +10,7 @@ import sys
 EPILOG = """examples:
   tools/make_world.py                                   # work_dirs/study/world, 20000 images
   tools/make_world.py --out /tmp/world --n-pretrain 2000   # fewer images (the demo uses 5000)
+  tools/make_world.py --out /tmp/world_upright --n-pretrain 5000 --val-per-class 20 --no-rotation
 """
 
 
@@ -24,13 +25,16 @@ def main(argv=None):
                    help='clean labelled images per class for the judge (100)')
     p.add_argument('--size', type=int, default=32, help='image side in pixels (32)')
     p.add_argument('--seed', type=int, default=0)
+    p.add_argument('--no-rotation', action='store_true',
+                   help='draw every shape upright (the same world otherwise, image for image)')
     args = p.parse_args(argv)
     sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
     from peco_mm.tooling.shape_world import make_world
     try:
         out = make_world(args.out, n_pretrain=args.n_pretrain, size=args.size,
                          per_class=args.per_class, val_per_class=args.val_per_class,
-                         judge_per_class=args.judge_per_class, seed=args.seed)
+                         judge_per_class=args.judge_per_class, seed=args.seed,
+                         rotate=not args.no_rotation)
     except ValueError as err:
         p.error(str(err))
     for name, path in out.items():

@@ -7,7 +7,7 @@ codes on all of it:
 - background: flat, a linear gradient, stripes (random angle and period), soft blobs or a
   checkerboard, in two random colours;
 - object surface: a random colour, flat or with stripes / noise of a second colour;
-- geometry: position, scale (radius 25-42 % of the image) and rotation;
+- geometry: position, scale (radius 25-42 % of the image) and rotation (`rotate=False`: upright);
 - lighting: a global gain, a linear shading ramp in a random direction, sensor noise.
 
 Foreground and background sit on opposite sides of a brightness split, so the shape is always
@@ -131,8 +131,11 @@ def _colour(rng: np.random.Generator, bright: bool) -> np.ndarray:
     return np.clip(c, 0, 1).astype(np.float32)
 
 
-def render(rng: np.random.Generator, size: int, label: int) -> tuple[np.ndarray, np.ndarray]:
-    """One image of class `label`: ((size, size, 3) uint8 RGB, (size, size) bool object mask)."""
+def render(rng: np.random.Generator, size: int, label: int, rotate: bool = True
+           ) -> tuple[np.ndarray, np.ndarray]:
+    """One image of class `label`: ((size, size, 3) uint8 RGB, (size, size) bool object mask).
+    rotate=False draws the shape upright; the angle is still drawn from `rng`, so the rest of
+    the world stays the same image for image."""
     fg_bright = bool(rng.integers(0, 2))
     bg = _pattern(rng, size, BACKGROUNDS[int(rng.integers(0, len(BACKGROUNDS)))])[..., None]
     b0, b1 = _colour(rng, not fg_bright), _colour(rng, not fg_bright)
@@ -143,7 +146,8 @@ def render(rng: np.random.Generator, size: int, label: int) -> tuple[np.ndarray,
     radius = rng.uniform(0.25, 0.42) * size
     margin = radius * 0.8
     cx, cy = rng.uniform(margin, size - margin, 2)
-    alpha = shape_alpha(CLASSES[label], size, cx, cy, radius, rng.uniform(0, 2 * np.pi))
+    angle = rng.uniform(0, 2 * np.pi)
+    alpha = shape_alpha(CLASSES[label], size, cx, cy, radius, angle if rotate else 0.0)
     img = (1 - alpha[..., None]) * img + alpha[..., None] * fg
     # lighting: gain x linear shading ramp, then sensor noise
     yy, xx = np.mgrid[0:size, 0:size].astype(np.float32) / size - 0.5
@@ -161,35 +165,37 @@ def _labels(rng: np.random.Generator, n: int, per_class: int | None) -> np.ndarr
     return rng.integers(0, len(CLASSES), n)
 
 
-def write_class_folder(root: Path, per_class: int, size: int, seed: int) -> Path:
+def write_class_folder(root: Path, per_class: int, size: int, seed: int, rotate: bool = True
+                       ) -> Path:
     """root/<class>/NNNN.png, `per_class` images each."""
     rng = np.random.default_rng(seed)
     for i, label in enumerate(_labels(rng, 0, per_class)):
         d = root / CLASSES[label]
         d.mkdir(parents=True, exist_ok=True)
-        img, _ = render(rng, size, int(label))
+        img, _ = render(rng, size, int(label), rotate)
         Image.fromarray(img).save(d / f'{i:05d}.png')
     return root
 
 
-def write_unlabeled(root: Path, n: int, size: int, seed: int) -> Path:
+def write_unlabeled(root: Path, n: int, size: int, seed: int, rotate: bool = True) -> Path:
     """root/NNNNN.png, classes drawn uniformly (their labels are not kept)."""
     rng = np.random.default_rng(seed)
     root.mkdir(parents=True, exist_ok=True)
     for i, label in enumerate(_labels(rng, n, None)):
-        img, _ = render(rng, size, int(label))
+        img, _ = render(rng, size, int(label), rotate)
         Image.fromarray(img).save(root / f'{i:05d}.png')
     return root
 
 
-def write_ade(root: Path, split: str, per_class: int, size: int, seed: int) -> Path:
+def write_ade(root: Path, split: str, per_class: int, size: int, seed: int,
+              rotate: bool = True) -> Path:
     """ADEChallengeData2016 layout: images/<split>/*.png and annotations/<split>/*.png with
     1 = background and 2 + class on the object's pixels."""
     rng = np.random.default_rng(seed)
     (root / 'images' / split).mkdir(parents=True, exist_ok=True)
     (root / 'annotations' / split).mkdir(parents=True, exist_ok=True)
     for i, label in enumerate(_labels(rng, 0, per_class)):
-        img, mask = render(rng, size, int(label))
+        img, mask = render(rng, size, int(label), rotate)
         seg = np.where(mask, 2 + int(label), 1).astype(np.uint8)
         Image.fromarray(img).save(root / 'images' / split / f'ADE_{split}_{i:05d}.png')
         Image.fromarray(seg).save(root / 'annotations' / split / f'ADE_{split}_{i:05d}.png')
@@ -197,11 +203,13 @@ def write_ade(root: Path, split: str, per_class: int, size: int, seed: int) -> P
 
 
 def make_world(root: str | Path, n_pretrain: int = 20000, size: int = 32, per_class: int = 10,
-               val_per_class: int = 30, judge_per_class: int = 100, seed: int = 0
-               ) -> dict[str, Path]:
+               val_per_class: int = 30, judge_per_class: int = 100, seed: int = 0,
+               rotate: bool = True) -> dict[str, Path]:
     """Every split of the world under root (see the module docstring). `per_class` labelled
     images per class for few-label fine-tuning and segmentation; `val_per_class` for their
-    validation and the tokenizers' test; `judge_per_class` for the clean-image classifier."""
+    validation and the tokenizers' test; `judge_per_class` for the clean-image classifier.
+    rotate=False draws every shape upright (MoCo v3's augmentations do not change rotation,
+    so a per-image angle lets its views be told apart without the shape)."""
     for key, v in dict(n_pretrain=n_pretrain, size=size, per_class=per_class,
                        val_per_class=val_per_class, judge_per_class=judge_per_class).items():
         if int(v) < 1:
@@ -211,10 +219,11 @@ def make_world(root: str | Path, n_pretrain: int = 20000, size: int = 32, per_cl
     root = Path(root)
     s = {k: v + 1000 * seed for k, v in SPLIT_SEEDS.items()}
     ade = root / 'ade' / 'ADEChallengeData2016'
-    write_unlabeled(root / 'pretrain' / 'train' / 'unlabeled', n_pretrain, size, s['pretrain'])
-    write_class_folder(root / 'judge' / 'train', judge_per_class, size, s['judge'])
-    write_class_folder(root / 'cls' / 'train', per_class, size, s['cls_train'])
-    write_class_folder(root / 'cls' / 'val', val_per_class, size, s['cls_val'])
-    write_ade(ade, 'training', per_class, size, s['ade_train'])
-    write_ade(ade, 'validation', val_per_class, size, s['ade_val'])
+    write_unlabeled(root / 'pretrain' / 'train' / 'unlabeled', n_pretrain, size, s['pretrain'],
+                    rotate)
+    write_class_folder(root / 'judge' / 'train', judge_per_class, size, s['judge'], rotate)
+    write_class_folder(root / 'cls' / 'train', per_class, size, s['cls_train'], rotate)
+    write_class_folder(root / 'cls' / 'val', val_per_class, size, s['cls_val'], rotate)
+    write_ade(ade, 'training', per_class, size, s['ade_train'], rotate)
+    write_ade(ade, 'validation', val_per_class, size, s['ade_val'], rotate)
     return dict(pretrain=root / 'pretrain', judge=root / 'judge', cls=root / 'cls', ade=ade)

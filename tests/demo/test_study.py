@@ -80,6 +80,36 @@ def test_nuisances_vary_while_the_class_is_the_shape():
     assert ring[16, 16] == 0 and ring[16, 4:7].max() == 1  # a hole in the middle
 
 
+def test_upright_world_changes_only_the_angle():
+    """rotate=False draws the same images but for the shape's angle: the random stream is
+    consumed alike, an upright square fills its bounding box, a rotated one mostly does not."""
+    from peco_mm.tooling.shape_world import CLASSES, render
+    square = CLASSES.index('square')
+
+    def draw(rotate, n=8):
+        rng = np.random.default_rng(3)
+        out = [render(rng, 32, square, rotate) for _ in range(n)]
+        return out, rng.random()
+
+    upright, next_upright = draw(False)
+    rotated, next_rotated = draw(True)
+    assert next_upright == next_rotated  # the rest of the world is image for image the same
+
+    def fill(mask):  # the mask's share of its bounding box
+        ys, xs = np.nonzero(mask)
+        return mask.sum() / ((ys.ptp() + 1) * (xs.ptp() + 1))
+    assert all(fill(m) > 0.9 for _, m in upright)
+    assert sum(fill(m) < 0.8 for _, m in rotated) >= 4
+    # away from the object (2 px past the mask: its anti-aliased edge and thin corners) the
+    # pixels agree: background, lighting and noise are drawn alike
+    for (a, ma), (b, mb) in zip(upright, rotated):
+        near = ma | mb
+        for _ in range(2):
+            p = np.pad(near, 1)
+            near = p[1:-1, 1:-1] | p[:-2, 1:-1] | p[2:, 1:-1] | p[1:-1, :-2] | p[1:-1, 2:]
+        assert (~near).sum() > 200 and np.array_equal(a[~near], b[~near])
+
+
 def test_report_compares_every_trained_row_with_chance(tmp_path):
     """The downstream table ends with a chance row, every trained row is compared with it in
     every column it has, and the conclusions agree with the tables (check_report)."""
