@@ -125,7 +125,7 @@ def prepare_runner(cfg: Config, mode: str, show_config: bool = False):
     malloc_note = apply_cpu_malloc((cfg.get('env_cfg') or {}).get('cpu_malloc', 'auto'),
                                    torch.cuda.is_available())
     if mode == 'train':  # one run per work dir; atomic checkpoints, NaN guard, resume checks
-        from .hooks.safeguards import add_safeguards
+        from .hooks.safeguards import add_safeguards, check_train_batches, guard_train_data
         from .work_dir_lock import lock_work_dir
         notes.append(lock_work_dir(cfg.work_dir))
         notes += add_safeguards(cfg)
@@ -133,7 +133,6 @@ def prepare_runner(cfg: Config, mode: str, show_config: bool = False):
     with console.quiet_runner_logs(show_config):
         runner = build_runner(cfg)
     if mode == 'train':  # bad training samples: named, or skipped (config `bad_samples`)
-        from .hooks.safeguards import check_train_batches, guard_train_data
         guard_train_data(runner)
         check_train_batches(runner)
     if not show_config:
@@ -201,8 +200,8 @@ def cpu_mixed_precision(cfg: Config, native_bf16: bool | None = None) -> str | N
         return None
     if str(ow.get('type', 'OptimWrapper')).split('.')[-1] != 'AmpOptimWrapper':
         return None
-    from .optimizers import autocast
-    native = autocast.cpu_has_native_bf16() if native_bf16 is None else native_bf16
+    from ..utils import precision
+    native = precision.cpu_has_native_bf16() if native_bf16 is None else native_bf16
     dtype = str(ow.get('dtype') or 'float16').replace('torch.', '')
     for key in ('dtype', 'loss_scale', 'use_fsdp'):
         ow.pop(key, None)

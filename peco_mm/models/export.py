@@ -242,9 +242,8 @@ def _fold_neck(head: dict, sd: dict, model_cfg: dict, notes: list[str]) -> dict:
 # ---- step 3a: timm --------------------------------------------------------------------------
 def to_timm(src: ExportSource, per_block_rel_pos: bool = False) -> Export:
     """timm `Beit` (or `VisionTransformer`) weights, config.json and loading call."""
-    sd, rel, notes = _timm_state_dict(src, per_block_rel_pos)
+    sd, rel, use_vit, notes = _timm_state_dict(src, per_block_rel_pos)
     kw, arch = src.kwargs, src.kwargs['arch']
-    use_vit = rel == 'none' and kw['qkv_bias'] != 'qv'
     if not use_vit and kw['qkv_bias'] == 'qkv':
         notes += _split_qkv_bias(sd, kw['qkv_bias'], arch['num_layers'])
     args = _timm_model_args(src, sd, rel, use_vit, notes)
@@ -273,10 +272,10 @@ def to_timm(src: ExportSource, per_block_rel_pos: bool = False) -> Export:
 
 
 def _timm_state_dict(src: ExportSource, per_block_rel_pos: bool
-                     ) -> tuple[dict[str, torch.Tensor], str, list[str]]:
+                     ) -> tuple[dict[str, torch.Tensor], str, bool, list[str]]:
     """The backbone's weights in timm's names (Beit's, or VisionTransformer's when there is
-    no relative position and no q/v-only bias), the relative-position scheme they use and the
-    notes on what changed."""
+    no relative position and no q/v-only bias: `use_vit`), the relative-position scheme they
+    use, `use_vit` and the notes on what changed."""
     kw, sd, notes = src.kwargs, dict(src.state_dict), []
     rel = kw['rel_pos_bias']
     if rel == 'shared' and per_block_rel_pos:
@@ -295,7 +294,7 @@ def _timm_state_dict(src: ExportSource, per_block_rel_pos: bool
         else:
             key = re.sub(r'^blocks\.(\d+)\.rel_pos_bias\.', r'blocks.\1.attn.', key)
         out[key] = value
-    return out, rel, notes
+    return out, rel, use_vit, notes
 
 
 def _timm_model_args(src: ExportSource, sd: dict, rel: str, use_vit: bool,

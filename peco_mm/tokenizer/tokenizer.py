@@ -161,8 +161,8 @@ def check_encode_bf16(encode_bf16) -> bool | str:
 
 def bf16_targets(encode_bf16: bool | str, device: torch.device) -> bool:
     """Whether `encode` runs its encoder in bf16 on `device` for an `encode_bf16` setting
-    (False / True / 'auto': bf16 only where `device` computes it natively)."""
-    check_encode_bf16(encode_bf16)
+    (False / True / 'auto': bf16 only where `device` computes it natively); the setting was
+    checked when the tokenizer was built (`check_encode_bf16`)."""
     return native_bf16(device) if encode_bf16 == 'auto' else bool(encode_bf16)
 
 

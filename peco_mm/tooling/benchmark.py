@@ -217,7 +217,8 @@ def time_pretrain_step(name: str, s: dict, batch: int, steps: int, warmup: int, 
     torch.manual_seed(0)
     model = build_pretrain_model(name, s).to(device).train()
     target = getattr(model, 'target_generator', None)
-    if name in ('peco', 'peco_mae'):  # PeCo's tokenizer as target: fp32 unless asked
+    peco_target = name in ('peco', 'peco_mae')  # PeCo's tokenizer as target: fp32 unless asked
+    if peco_target:
         target.encode = partial(target.encode, bf16=target_bf16)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-4)
@@ -242,8 +243,8 @@ def time_pretrain_step(name: str, s: dict, batch: int, steps: int, warmup: int, 
     ms = statistics.median(time_steps(step, steps, warmup, device)) * 1000
     # counted on one image and scaled: a step's FLOPs are linear in the batch (tested)
     gflops = count_gflops(lambda: step(*pretrain_inputs(name, s, 1, device))) * batch
-    bf16_target = target_bf16 and name in ('peco', 'peco_mae')
-    row = dict(model=name + (' (bf16 target)' if bf16_target else ''), ms_per_step=round(ms, 2),
+    row = dict(model=name + (' (bf16 target)' if target_bf16 and peco_target else ''),
+               ms_per_step=round(ms, 2),
                img_per_s=round(batch / ms * 1000, 2),
                gflops_per_step=round(gflops, 3), gflop_per_s=round(gflops / ms * 1000, 1),
                trainable_m=round(sum(p.numel() for p in params) / 1e6, 2),

@@ -178,13 +178,13 @@ def test_autocast_wrapper_follows_the_model_device_and_refuses_fp16():
 
 
 def test_detection_is_the_oneDNN_answer(monkeypatch):
-    from peco_mm.engine.optimizers import autocast
+    from peco_mm.utils import precision
     monkeypatch.setattr(torch.ops.mkldnn, '_is_mkldnn_bf16_supported', lambda: True,
                         raising=False)
-    assert autocast.cpu_has_native_bf16() is True
+    assert precision.cpu_has_native_bf16() is True
     monkeypatch.setattr(torch.ops.mkldnn, '_is_mkldnn_bf16_supported', lambda: False,
                         raising=False)
-    assert autocast.cpu_has_native_bf16() is False
+    assert precision.cpu_has_native_bf16() is False
 
 
 def test_mmcv_roi_align_takes_bf16_on_cpu():

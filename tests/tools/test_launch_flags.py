@@ -166,8 +166,8 @@ def test_amp_config_on_cpu_follows_native_bf16_with_one_log_line(cls_cfg, tmp_pa
                                                                  isolated_mmengine, monkeypatch):
     from mmengine.optim import AmpOptimWrapper
 
-    from peco_mm.engine.optimizers import autocast
-    monkeypatch.setattr(autocast, 'cpu_has_native_bf16', lambda: native)
+    from peco_mm.utils import precision
+    monkeypatch.setattr(precision, 'cpu_has_native_bf16', lambda: native)
     want = ('AutocastOptimWrapper', 'this CPU has native bf16') if native else (
         'OptimWrapper', 'No CUDA and no native bf16 on this CPU')
     opts = {'optim_wrapper.type': 'AmpOptimWrapper', 'optim_wrapper.dtype': 'bfloat16'}

@@ -1,4 +1,5 @@
-from .autocast import AutocastOptimWrapper, cpu_has_native_bf16
+from ...utils.precision import cpu_has_native_bf16
+from .autocast import AutocastOptimWrapper
 from .layer_decay import (LayerDecayOptimWrapperConstructor, find_depth_provider,
                           layer_decay_param_groups)
 

@@ -22,7 +22,6 @@ import torch.nn as nn
 from mmengine.optim import OptimWrapper
 
 from ...registry import OPTIM_WRAPPERS
-from ...utils.precision import cpu_has_native_bf16  # noqa: F401 (also its public name here)
 
 DTYPES = ('bfloat16', )
 
