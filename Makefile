@@ -6,13 +6,21 @@ PY := $(VENV)/bin/python
 PYTEST_WORKERS ?= 2
 WORK_DIR ?= work_dirs/demo
 
-.PHONY: install test demo lint clean gpu-check
+.PHONY: install test test-mmengine-low demo lint clean gpu-check
 
 install:
 	@bash tools/install.sh
 
 test: install
 	$(PY) -m pytest tests -q -n $(PYTEST_WORKERS) --dist loadfile --durations=15
+
+# the suite on the low end of setup.cfg's mmengine range, put in front of the installed one
+MMENGINE_LOW ?= 0.10.6
+test-mmengine-low: install
+	test -d $(VENV)/mmengine-$(MMENGINE_LOW) || $(PY) -m pip install --quiet --no-deps \
+		--target $(VENV)/mmengine-$(MMENGINE_LOW) mmengine==$(MMENGINE_LOW)
+	PYTHONPATH=$(VENV)/mmengine-$(MMENGINE_LOW) $(PY) -m pytest tests -q -n $(PYTEST_WORKERS) \
+		--dist loadfile
 
 demo: install
 	$(PY) tools/study.py --profile demo --work-dir $(WORK_DIR)

@@ -79,20 +79,24 @@ def test_import_is_light_and_patches_nothing():
 
 
 def test_checkpoints_of_our_launcher_keep_history_buffer_unpatched(tmp_path):
-    """The checkpoint hook drops HistoryBuffer's bound methods only while it saves."""
+    """The checkpoint hook drops HistoryBuffer's bound methods from the checkpoint's own copies
+    of the message hub; HistoryBuffer and the runner's buffers are left alone."""
     import torch
-    from mmengine.logging import HistoryBuffer
+    from mmengine.logging import HistoryBuffer, MessageHub
 
-    from peco_mm.checkpoint.mmengine_loaders import history_buffers_without_methods
-    original = HistoryBuffer.__dict__['__getstate__']
-    buf = HistoryBuffer()
-    buf.update(1.0)
-    with history_buffers_without_methods():
-        torch.save({'buf': buf}, tmp_path / 'a.pth')
-    assert HistoryBuffer.__dict__['__getstate__'] is original
-    loaded = torch.load(tmp_path / 'a.pth', weights_only=True)['buf']
-    assert loaded.current() == 1.0 and loaded.mean() == 1.0
-    torch.save({'buf': buf}, tmp_path / 'b.pth')  # mmengine's own pickling: not safe to load
+    from peco_mm.checkpoint.mmengine_loaders import weights_only_message_hub
+    original = dict(HistoryBuffer.__dict__)
+    hub = MessageHub('test_weights_only_message_hub')
+    hub.update_scalar('train/loss', 1.0)
+    hub.update_scalar('train/loss', 3.0)
+    torch.save({'message_hub': weights_only_message_hub(hub.state_dict())}, tmp_path / 'a.pth')
+    assert dict(HistoryBuffer.__dict__) == original
+    loaded = torch.load(tmp_path / 'a.pth', weights_only=True)['message_hub']['log_scalars']
+    buf = loaded['train/loss']
+    assert type(buf) is HistoryBuffer and buf.current() == 3.0 and buf.mean() == 2.0
+    assert 'statistics_methods' not in vars(buf)
+    assert type(hub.get_scalar('train/loss')) is HistoryBuffer  # the runner's own: untouched
+    torch.save({'message_hub': hub.state_dict()}, tmp_path / 'b.pth')  # mmengine's pickling
     with pytest.raises(Exception, match='(?i)weights.only'):
         torch.load(tmp_path / 'b.pth', weights_only=True)
 

@@ -5,8 +5,8 @@ torch >= 2.6 loads checkpoints with `weights_only=True`; mmengine's resume then 
 objects in `meta` and `message_hub`. Instead of turning the safe loader off, we allow-list
 exactly those types; any other pickled object still fails loudly. mmengine also pickles the
 bound statistics methods of its HistoryBuffers, which no safe unpickler can rebuild; the
-checkpoints our launchers save drop them (`history_buffers_without_methods`), and nothing is
-patched at import.
+checkpoints our launchers save drop them (`weights_only_message_hub`, on the checkpoint's own
+copies), and nothing of mmengine is patched.
 
 mmengine reads every checkpoint (`load_from`, `resume`, `init_cfg` Pretrained, the hosts'
 backbones) through `CheckpointLoader`; its http(s) loader unpickles any object (the
@@ -18,7 +18,6 @@ remote schemes it cannot read safely.
 """
 from __future__ import annotations
 
-import contextlib
 import os
 
 import torch
@@ -27,22 +26,40 @@ from .reader import mmengine_checkpoint_types, read_checkpoint
 from .stored_config import parse_config_text
 
 
-def _history_buffer_getstate(self) -> dict:
-    """HistoryBuffer state without its built-in statistics methods.
+def weights_only_message_hub(hub_state: dict) -> dict:
+    """Put a stand-in for each HistoryBuffer of a message hub's `state_dict()` (in place) that
+    pickles as that HistoryBuffer without mmengine's built-in statistics methods, so that the
+    checkpoint loads with `weights_only=True` (as a plain HistoryBuffer); returns `hub_state`.
 
-    mmengine pickles `_statistics_methods` (min/max/current/mean), which the unpickler can only
+    mmengine pickles `_statistics_methods` (min/max/current/mean), which an unpickler can only
     rebuild through `getattr`; allow-listing `getattr` would reopen arbitrary code execution.
-    The built-ins are re-registered by `__init__`/`__setstate__` anyway, so they are dropped;
-    only user-registered methods would still be saved (and then need a trusted load).
+    `__init__`/`__setstate__` register the built-ins again, so they are dropped; only
+    user-registered methods are still saved (and then need a trusted load). Nothing of
+    mmengine is changed: not HistoryBuffer, not the runner's buffers. The launchers'
+    checkpoint hook calls it on every checkpoint (`before_save_checkpoint`).
     """
     from mmengine.logging import HistoryBuffer
 
-    state = {k: v for k, v in self.__dict__.items() if k != 'statistics_methods'}
-    custom = {k: m for k, m in self._statistics_methods.items()
-              if getattr(HistoryBuffer, k, None) is not m}
-    if custom:
-        state['statistics_methods'] = custom
-    return state
+    scalars = hub_state.get('log_scalars') or {}
+    for key, buf in scalars.items():
+        if isinstance(buf, HistoryBuffer):
+            scalars[key] = PickledAsHistoryBuffer(buf)
+    return hub_state
+
+
+class PickledAsHistoryBuffer:
+    """Pickles as a HistoryBuffer with `buf`'s data, less the built-in statistics methods."""
+
+    def __init__(self, buf) -> None:
+        self.cls = type(buf)
+        self.state = {k: v for k, v in vars(buf).items() if k != 'statistics_methods'}
+        custom = {k: m for k, m in buf._statistics_methods.items()
+                  if getattr(self.cls, k, None) is not m}
+        if custom:
+            self.state['statistics_methods'] = custom
+
+    def __reduce_ex__(self, protocol: int) -> tuple:
+        return self.cls, (), self.state  # HistoryBuffer(), then its __setstate__(state)
 
 
 def allow_mmengine_checkpoints() -> None:
@@ -51,25 +68,6 @@ def allow_mmengine_checkpoints() -> None:
     add = getattr(torch.serialization, 'add_safe_globals', None)
     if add is not None:
         add(mmengine_checkpoint_types())
-
-
-@contextlib.contextmanager
-def history_buffers_without_methods():
-    """While saving a checkpoint: pickle mmengine's HistoryBuffers without their built-in
-    statistics methods, so that the file loads with `weights_only=True`. Restores
-    HistoryBuffer afterwards; the launchers' checkpoint hook saves inside this context."""
-    from mmengine.logging import HistoryBuffer
-
-    had = '__getstate__' in HistoryBuffer.__dict__
-    old = HistoryBuffer.__dict__.get('__getstate__')
-    HistoryBuffer.__getstate__ = _history_buffer_getstate
-    try:
-        yield
-    finally:
-        if had:
-            HistoryBuffer.__getstate__ = old
-        else:
-            del HistoryBuffer.__getstate__
 
 
 # every scheme mmengine 0.10.7 registers: all of them go through `load_from_weights_only`

@@ -81,8 +81,10 @@ def init_keywords(cls) -> tuple[str, ...] | None:
     named = tuple(p for p, v in params.items() if p != 'self' and v.kind in (
         v.POSITIONAL_OR_KEYWORD, v.KEYWORD_ONLY))
     takes_any = any(v.kind == v.VAR_KEYWORD for v in params.values())
-    if takes_any and not issubclass(cls, CheckpointHook):
-        return None
+    if not issubclass(cls, CheckpointHook):
+        return None if takes_any else named
+    if cls is not CheckpointHook and takes_any:  # a subclass passing the rest on
+        named += tuple(k for k in init_keywords(CheckpointHook) if k not in named)
     return named
 
 

@@ -125,15 +125,14 @@ def prepare_runner(cfg: Config, mode: str, show_config: bool = False):
     malloc_note = apply_cpu_malloc((cfg.get('env_cfg') or {}).get('cpu_malloc', 'auto'),
                                    torch.cuda.is_available())
     if mode == 'train':  # one run per work dir; atomic checkpoints, NaN guard, resume checks
-        from .hooks.safeguards import add_safeguards, check_train_batches, guard_train_data
+        from .hooks.safeguards import add_safeguards, check_train_batches
         from .work_dir_lock import lock_work_dir
         notes.append(lock_work_dir(cfg.work_dir))
         notes += add_safeguards(cfg)
     setup_cpu_distributed(cfg)
     with console.quiet_runner_logs(show_config):
         runner = build_runner(cfg)
-    if mode == 'train':  # bad training samples: named, or skipped (config `bad_samples`)
-        guard_train_data(runner)
+    if mode == 'train':  # a training set that gives no batch, named before training
         check_train_batches(runner)
     if not show_config:
         runner.logger.info(f'Config and hook order: in {runner.log_dir}/{runner.timestamp}.log '

@@ -524,14 +524,10 @@ def peak_step_memory(cfg, batch: int, device: str, amp: str = 'auto',
         tracker = PeakMemory()
         tracker.track(model_state_tensors(model))
         phases, mark = tracker.phases, tracker.mark
-    backward = optim.backward
-
-    def marked_backward(loss, **kwargs):
-        mark('forward')
-        return backward(loss, **kwargs)
-
-    optim.backward = marked_backward  # this wrapper only: the phase boundaries of a step
-    hooks = [optim.optimizer.register_step_pre_hook(lambda *_: mark('backward')),
+    # the phase boundaries of a step: the forward pass returns the losses (mmengine models
+    # compute them inside forward), backward ends where the optimizer step begins
+    hooks = [model.register_forward_hook(lambda *_: mark('forward')),
+             optim.optimizer.register_step_pre_hook(lambda *_: mark('backward')),
              optim.optimizer.register_step_post_hook(lambda *_: mark('optimizer'))]
     try:
         with tracker:

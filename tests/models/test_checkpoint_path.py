@@ -52,10 +52,9 @@ def test_read_checkpoint_safe_by_default(tmp_path):
     hub = MessageHub('test_read_checkpoint')
     hub.update_scalar('train/loss', 1.0)
     ok = tmp_path / 'mmengine.pth'
-    from peco_mm.checkpoint.mmengine_loaders import history_buffers_without_methods
-    with history_buffers_without_methods():  # as the launchers' checkpoint hook saves
-        torch.save({'state_dict': {'w': torch.ones(2)}, 'meta': {'epoch': 1},
-                    'message_hub': hub.state_dict()}, ok)
+    from peco_mm.checkpoint.mmengine_loaders import weights_only_message_hub
+    torch.save({'state_dict': {'w': torch.ones(2)}, 'meta': {'epoch': 1},  # as our hook saves
+                'message_hub': weights_only_message_hub(hub.state_dict())}, ok)
     loaded = read_checkpoint(ok)
     torch.testing.assert_close(loaded['state_dict']['w'], torch.ones(2))
     assert isinstance(loaded['message_hub']['log_scalars']['train/loss'], HistoryBuffer)
@@ -140,14 +139,15 @@ def test_convert_tool_help_before_torch_and_result_object(tmp_path):
 def test_read_checkpoint_leaves_the_process_allow_list_alone(tmp_path):
     """mmengine's own resume needs the allow-list `import peco_mm` set up; a read through
     read_checkpoint must not take it away on leaving its per-call context."""
-    from mmengine.logging import HistoryBuffer
-    buf = HistoryBuffer()
-    buf.update(2.0)
-    from peco_mm.checkpoint.mmengine_loaders import history_buffers_without_methods
-    with history_buffers_without_methods():
-        torch.save({'state_dict': {'w': torch.ones(1)}, 'message_hub': {'b': buf}},
-                   tmp_path / 'ckpt.pth')
+    from mmengine.logging import MessageHub
+    hub = MessageHub('test_allow_list')
+    hub.update_scalar('b', 2.0)
+    from peco_mm.checkpoint.mmengine_loaders import weights_only_message_hub
+    torch.save({'state_dict': {'w': torch.ones(1)},
+                'message_hub': weights_only_message_hub(hub.state_dict())},
+               tmp_path / 'ckpt.pth')
     before = set(map(id, torch.serialization.get_safe_globals()))
-    assert read_checkpoint(str(tmp_path / 'ckpt.pth'))['message_hub']['b'].current() == 2.0
+    read = read_checkpoint(str(tmp_path / 'ckpt.pth'))
+    assert read['message_hub']['log_scalars']['b'].current() == 2.0
     assert set(map(id, torch.serialization.get_safe_globals())) == before
     torch.load(tmp_path / 'ckpt.pth', weights_only=True)  # as mmengine's runner loads it

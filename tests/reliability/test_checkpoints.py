@@ -111,3 +111,26 @@ def test_resume_from_a_truncated_path_says_so(tmp_path, cls_data, isolated_mmeng
                        rf'\(100 bytes\), not a readable checkpoint\. The newest readable '
                        rf'checkpoint of the work dir is {good}'):
         run(str(cfg), str(work), resume=str(bad))
+
+
+def test_kept_and_best_checkpoints_are_renamed_then_pruned(tmp_path, cls_data, isolated_mmengine):
+    """max_keep_ckpts and save_best as mmengine's hook gives them, with every file written as
+    `.part` and renamed; the message hub in each file names the final files; a resume with a
+    smaller max_keep_ckpts prunes the older ones."""
+    from peco_mm.engine.launch import run
+    cfg = write_cls(tmp_path / 'cls.py', cls_data, iters=6, interval=1, keep=2)
+    work = tmp_path / 'work'
+    opts = {'train_cfg.val_interval': 2, 'default_hooks.checkpoint.save_best': 'accuracy/top1',
+            'default_hooks.checkpoint.rule': 'greater'}
+    run(str(cfg), str(work), opts)
+    names = sorted(p.name for p in work.glob('*.pth*'))
+    best = [n for n in names if n.startswith('best_accuracy_top1_iter_')]
+    assert len(best) == 1 and names == sorted(best + ['iter_5.pth', 'iter_6.pth'])
+    assert (work / 'last_checkpoint').read_text().strip() == str(work / 'iter_6.pth')
+    info = torch.load(work / 'iter_6.pth', weights_only=True)['message_hub']['runtime_info']
+    assert info['last_ckpt'] == str(work / 'iter_6.pth')
+    assert info['kept_checkpoints'] == [str(work / 'iter_5.pth'), str(work / 'iter_6.pth')]
+    assert info['best_ckpt'] == str(work / best[0])
+    opts.update({'train_cfg.max_iters': 7, 'default_hooks.checkpoint.max_keep_ckpts': 1})
+    run(str(cfg), str(work), opts, resume='auto')
+    assert sorted(p.name for p in work.glob('iter_*')) == ['iter_7.pth']

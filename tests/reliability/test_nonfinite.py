@@ -185,3 +185,35 @@ def test_nonfinite_weights_loaded_are_refused(tmp_path, cls_data, isolated_mmeng
                        r'\. They were loaded from model.backbone.init_cfg.checkpoint='):
         run(str(cfg), str(tmp_path / 'work2'), {'model.backbone.init_cfg': init})
     assert not list(tmp_path.glob('work*/*.pth'))
+
+
+def test_the_guard_takes_the_place_of_each_optimizer_wrapper():
+    """One wrapper or a dict of them: each type gets its NonFiniteGuard subclass (once); the
+    guarded wrapper skips a NaN step (weights and gradients untouched) and takes a finite
+    one as its parent does."""
+    from mmengine.optim import OptimWrapper
+
+    from peco_mm.engine.optimizers import NonFiniteGuard, guard_optim_wrapper_cfg
+    from peco_mm.registry import OPTIM_WRAPPERS
+    one = dict(optimizer=dict(type='SGD', lr=0.1))
+    guard_optim_wrapper_cfg(one)
+    assert one['type'] == 'NonFiniteGuardOptimWrapper'
+    several = dict(constructor='MultiOptimWrapperConstructor',
+                   generator=dict(type='AmpOptimWrapper', optimizer=dict(type='SGD')),
+                   discriminator=dict(optimizer=dict(type='SGD')))
+    guard_optim_wrapper_cfg(several)
+    guard_optim_wrapper_cfg(several)  # idempotent
+    assert (several['generator']['type'], several['discriminator']['type']) == (
+        'NonFiniteGuardAmpOptimWrapper', 'NonFiniteGuardOptimWrapper')
+    assert several['constructor'] == 'MultiOptimWrapperConstructor'
+
+    w = torch.nn.Parameter(torch.ones(3))
+    ow = OPTIM_WRAPPERS.build(dict(type=one['type'],
+                                   optimizer=torch.optim.SGD([w], lr=0.1)))
+    assert isinstance(ow, NonFiniteGuard) and isinstance(ow, OptimWrapper)
+    ow.update_params((w * math.nan).sum())
+    assert torch.equal(w.detach(), torch.ones(3)) and w.grad is None
+    assert ow.pop_nonfinite_steps() == 1 and ow.pop_nonfinite_steps() == 0
+    ow.update_params((w * 2).sum())  # d/dw = 2: w <- 1 - 0.1 * 2
+    torch.testing.assert_close(w.detach(), torch.full((3, ), 0.8))
+    assert ow.pop_nonfinite_steps() == 0

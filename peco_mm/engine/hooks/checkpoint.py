@@ -6,9 +6,10 @@ write leaves `last_checkpoint` naming a missing or truncated file (and, with
 `max_keep_ckpts=1`, no intact checkpoint at all); `--resume` then fails with
 `FileNotFoundError` or `PytorchStreamReader failed reading zip archive`.
 
-`AtomicCheckpointHook` writes each checkpoint to `<name>.part`, fsyncs it, renames it over
+`AtomicCheckpointHook` has each checkpoint written to `<name>.part`, fsyncs it, renames it over
 `<name>`, then rewrites `last_checkpoint` the same way, and only then deletes the checkpoints
-that fall out of `max_keep_ckpts`. It refuses to write a model with non-finite weights.
+that fall out of `max_keep_ckpts`. It refuses to write a model with non-finite weights. It
+uses mmengine's public hook methods only (no private method overridden, nothing patched).
 `find_resumable_checkpoint` picks, for `--resume` without a path, the newest checkpoint of a
 work dir that reads back, naming every one it skipped and why.
 """
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import glob
 import os
 import os.path as osp
@@ -28,7 +28,7 @@ from mmengine import dist
 from mmengine.hooks import CheckpointHook
 from mmengine.model import is_model_wrapper
 
-from ...checkpoint.mmengine_loaders import history_buffers_without_methods
+from ...checkpoint.mmengine_loaders import weights_only_message_hub
 from ...checkpoint.reader import file_problem
 from ...registry import HOOKS
 
@@ -37,72 +37,149 @@ PART_SUFFIX = '.part'
 
 @HOOKS.register_module()
 class AtomicCheckpointHook(CheckpointHook):
-    """mmengine's CheckpointHook (same arguments) with crash-safe writes.
+    """mmengine's CheckpointHook (same arguments) with crash-safe writes, through mmengine's
+    public hook methods only.
 
-    Every checkpoint the runner saves while this hook is installed (periodic, best, last)
-    goes through a temporary file and an atomic rename; `last_checkpoint` is updated after
-    the rename, and outdated checkpoints are removed after that. Remote `out_dir`s (a URI
-    such as `s3://...`) are written as mmengine writes them.
+    - The parent writes every checkpoint (periodic, best, last) as `<name>.part`
+      (`filename_tmpl` gains the suffix); right after, this hook fsyncs it, renames it to
+      `<name>` and points `last_checkpoint` at it, both atomically.
+    - `max_keep_ckpts` is applied here, after the rename (the parent, given -1, deletes
+      nothing): mmengine deletes the oldest checkpoint before it writes the new one.
+    - `before_save_checkpoint` refuses a model with non-finite weights, and stores the
+      message hub so that the file loads with `weights_only=True`.
+
+    Remote `out_dir`s (a URI such as `s3://...`) and DeepSpeed's checkpoint folders are written
+    as mmengine writes them (no rename), and outdated ones removed after the new one.
     """
+
+    def __init__(self, *args, max_keep_ckpts: int = -1, **kwargs) -> None:
+        super().__init__(*args, max_keep_ckpts=-1, **kwargs)
+        self.keep = max_keep_ckpts
+        self.kept: list[str] = []  # periodic checkpoints written, oldest first
 
     def before_train(self, runner) -> None:
         super().before_train(runner)
-        if not getattr(runner.save_checkpoint, 'is_atomic', False):
-            runner.save_checkpoint = atomic_saver(runner, runner.save_checkpoint)
+        self.renames = not ('://' in str(self.out_dir) or sharded(runner))
+        if self.renames and not self.filename_tmpl.endswith(PART_SUFFIX):
+            self.filename_tmpl += PART_SUFFIX
+        hub = runner.message_hub
+        self.kept = [p for p in hub.get_info('kept_checkpoints', []) if isinstance(p, str)]
+        if not self.kept and hub.get_info('keep_ckpt_ids'):  # written by mmengine's hook
+            tmpl = self.filename_tmpl.removesuffix(PART_SUFFIX)
+            self.kept = [self.file_backend.join_path(self.out_dir, tmpl.format(step))
+                         for step in hub.get_info('keep_ckpt_ids')]
+        self.prune()  # a smaller max_keep_ckpts on resume
 
-    def _save_checkpoint_with_step(self, runner, step, meta) -> None:
-        stale = []
-        keep = self.max_keep_ckpts > 0  # (keep_ckpt_ids exists only then)
-        if keep and not (self.keep_ckpt_ids and self.keep_ckpt_ids[-1] == step):
-            if len(self.keep_ckpt_ids) == self.max_keep_ckpts:
-                stale.append(self.keep_ckpt_ids.popleft())
-            self.keep_ckpt_ids.append(step)
-            runner.message_hub.update_info('keep_ckpt_ids', list(self.keep_ckpt_ids))
-        filename = self.filename_tmpl.format(step)
-        self.last_ckpt = self.file_backend.join_path(self.out_dir, filename)
-        runner.message_hub.update_info('last_ckpt', self.last_ckpt)
-        runner.save_checkpoint(
-            self.out_dir, filename, self.file_client_args, save_optimizer=self.save_optimizer,
-            save_param_scheduler=self.save_param_scheduler, meta=meta, by_epoch=self.by_epoch,
-            backend_args=self.backend_args, **self.args)
+    def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
+        last = self.last_ckpt or ''
+        # the Runner and the DDP strategy call this on the main process only (the weights are
+        # replicated there); the FSDP strategy on every rank, each holding its shard
+        check_finite_weights(runner.model, osp.basename(last.removesuffix(PART_SUFFIX))
+                             if last.endswith(PART_SUFFIX) else 'a checkpoint',
+                             agree='FSDP' in type(getattr(runner, 'strategy', None)).__name__)
+        hub = checkpoint.get('message_hub')
+        if not isinstance(hub, dict):
+            return
+        weights_only_message_hub(hub)
+        info = hub.setdefault('runtime_info', {})
+        for key, value in list(info.items()):  # the names the files will have
+            if isinstance(value, str) and value.endswith(PART_SUFFIX):
+                info[key] = value[:-len(PART_SUFFIX)]
+        last = info.get('last_ckpt')
+        info['kept_checkpoints'] = self.kept_after(last) if isinstance(last, str) else self.kept
+
+    def after_train_iter(self, runner, batch_idx: int, data_batch=None, outputs=None) -> None:
+        with self.no_part_left():
+            super().after_train_iter(runner, batch_idx, data_batch, outputs)
+        self.commit(runner)
+
+    def after_train_epoch(self, runner) -> None:
+        with self.no_part_left():
+            super().after_train_epoch(runner)
+        self.commit(runner)
+
+    def after_val_epoch(self, runner, metrics) -> None:
+        with self.no_part_left():  # best checkpoints, and a periodic re-save
+            super().after_val_epoch(runner, metrics)
+        self.commit(runner)
+
+    @contextlib.contextmanager
+    def no_part_left(self):
+        """A write that fails (a full disk) leaves no `.part` file, and says why."""
+        try:
+            yield
+        except BaseException:
+            paths = [self.last_ckpt, getattr(self, 'best_ckpt_path', None),
+                     *(getattr(self, 'best_ckpt_path_dict', None) or {}).values()]
+            parts = [p for p in paths if isinstance(p, str) and p.endswith(PART_SUFFIX)
+                     and osp.exists(p)]
+            if not parts:
+                raise
+            with cleaned_up_on_error(parts[0]):
+                raise
+
+    def commit(self, runner) -> None:
+        """Rename the `.part` files the parent just wrote, point `last_checkpoint` and the
+        message hub at the final names, then drop the checkpoints beyond `max_keep_ckpts`."""
+        self.commit_best(runner)
+        last = self.last_ckpt
+        if last is None or (not last.endswith(PART_SUFFIX) and last in self.kept[-1:]):
+            return  # nothing new saved
+        final = last.removesuffix(PART_SUFFIX)
+        if last != final and dist.is_main_process():
+            commit_file(last, final)
+            write_text_atomically(osp.join(runner.work_dir, 'last_checkpoint'), final)
+        self.last_ckpt = final
+        runner.message_hub.update_info('last_ckpt', final)
+        stale = [p for p in self.kept if p not in self.kept_after(final)]
+        self.kept = self.kept_after(final)
+        runner.message_hub.update_info('kept_checkpoints', list(self.kept))
+        self.prune(stale)
+
+    def commit_best(self, runner) -> None:
+        """The same for the best checkpoints (`save_best`)."""
+        paths = dict(best_ckpt=getattr(self, 'best_ckpt_path', None))
+        paths.update({f'best_ckpt_{k}': v
+                      for k, v in (getattr(self, 'best_ckpt_path_dict', None) or {}).items()})
+        for key, path in paths.items():
+            if not (isinstance(path, str) and path.endswith(PART_SUFFIX)):
+                continue
+            final = path.removesuffix(PART_SUFFIX)
+            if dist.is_main_process() and osp.exists(path):
+                commit_file(path, final)
+            runner.message_hub.update_info(key, final)
+            if key == 'best_ckpt':
+                self.best_ckpt_path = final
+            else:
+                self.best_ckpt_path_dict[key[len('best_ckpt_'):]] = final
+
+    def kept_after(self, path: str) -> list[str]:
+        kept = [p for p in self.kept if p != path] + [path]
+        return kept[-self.keep:] if self.keep > 0 else kept
+
+    def prune(self, stale: list[str] | None = None) -> None:
+        """Delete `stale` (or, on resume, what exceeds `max_keep_ckpts`); main process only."""
+        if stale is None:
+            stale = self.kept[:-self.keep] if self.keep > 0 else []
+            self.kept = self.kept[len(stale):]
         if not dist.is_main_process():
             return
-        write_text_atomically(osp.join(runner.work_dir, 'last_checkpoint'), self.last_ckpt)
-        for old in stale:  # only now: the new checkpoint is complete on disk
-            path = self.file_backend.join_path(self.out_dir, self.filename_tmpl.format(old))
+        for path in stale:
             if self.file_backend.isfile(path):
                 self.file_backend.remove(path)
             elif self.file_backend.isdir(path):  # DeepSpeed saves folders
                 self.file_backend.rmtree(path)
 
 
-def atomic_saver(runner, save):
-    """Wrap `runner.save_checkpoint`: refuse non-finite weights, write `<name>.part`, fsync,
-    rename it to `<name>`."""
-    # DeepSpeed writes a folder from every rank: renamed by one rank it could be incomplete
-    sharded = 'DeepSpeed' in type(getattr(runner, 'strategy', None)).__name__
-
-    @functools.wraps(save)
-    def save_atomically(out_dir, filename, *args, **kwargs):
-        check_finite_weights(runner.model, filename)
-        if '://' in str(out_dir) or sharded:
-            with history_buffers_without_methods():
-                return save(out_dir, filename, *args, **kwargs)
-        part = osp.join(out_dir, filename + PART_SUFFIX)
-        with history_buffers_without_methods(), cleaned_up_on_error(part):
-            # loadable with weights_only=True
-            result = save(out_dir, filename + PART_SUFFIX, *args, **kwargs)
-            if dist.is_main_process() and osp.exists(part):  # the main process wrote it
-                commit_file(part, osp.join(out_dir, filename))
-        return result
-    save_atomically.is_atomic = True
-    return save_atomically
+def sharded(runner) -> bool:
+    """DeepSpeed writes a folder from every rank: renamed by one rank it could be incomplete."""
+    return 'DeepSpeed' in type(getattr(runner, 'strategy', None)).__name__
 
 
-def check_finite_weights(model: torch.nn.Module, filename: str) -> None:
+def check_finite_weights(model: torch.nn.Module, filename: str, agree: bool = True) -> None:
     """Raise FloatingPointError naming the non-finite tensors, so that a diverged model never
-    replaces a good checkpoint."""
-    bad = nonfinite_tensors(model)
+    replaces a good checkpoint (`agree`: as `nonfinite_tensors`)."""
+    bad = nonfinite_tensors(model, agree)
     if bad:
         shown = ', '.join(bad[:3]) + (' ...' if len(bad) > 3 else '')
         raise FloatingPointError(
@@ -112,15 +189,16 @@ def check_finite_weights(model: torch.nn.Module, filename: str) -> None:
             '(tools/check_dataset.py CONFIG), or train in bf16/fp32 instead of fp16.')
 
 
-def nonfinite_tensors(model: torch.nn.Module) -> list[str]:
-    """Names of the model's parameters and buffers that hold NaN/inf, agreed over ranks
-    (['(on another rank)'] when only another rank has some)."""
+def nonfinite_tensors(model: torch.nn.Module, agree: bool = True) -> list[str]:
+    """Names of the model's parameters and buffers that hold NaN/inf; with `agree`, agreed
+    over ranks (['(on another rank)'] when only another rank has some): every rank must call
+    it then."""
     module = model.module if is_model_wrapper(model) else model
     if not isinstance(module, torch.nn.Module):
         return []
     tensors = list(module.named_parameters()) + list(module.named_buffers())
     bad = [n for n, t in tensors if t.is_floating_point() and not bool(torch.isfinite(t).all())]
-    if dist.get_world_size() > 1:
+    if agree and dist.get_world_size() > 1:
         count = torch.tensor([float(len(bad))], device=tensors[0][1].device if tensors else None)
         dist.all_reduce(count, op='sum')  # every rank agrees (FSDP: each checks its shard)
         if count.item() and not bad:

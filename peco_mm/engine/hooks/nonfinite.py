@@ -2,11 +2,12 @@
 
 Without it, a diverging run keeps training at `loss: nan  grad_norm: nan`, writes NaN
 checkpoints and evaluates to NaN scores. The check sits at the optimizer wrapper, before
-backward: `update_params(loss)` of every optimizer wrapper the runner holds is guarded, so it
-covers tokenizer training, PeCo / PeCo_MAE pretraining, classification, UperNet and Mask
-R-CNN without code in any model (no model has a check of its own, so `max_skips` holds
-everywhere). The model's `parse_losses` is wrapped only to remember the loss terms, so that
-the message can name the one that went bad.
+backward: the launcher puts the guarded subclass of every optimizer wrapper in the config
+(`peco_mm.engine.optimizers.nonfinite_guard`), which skips a step whose loss is not finite.
+After the iteration, this hook stops the run there, naming the loss terms the model returned,
+or logs the skip (up to `max_skips`). That covers tokenizer training, PeCo / PeCo_MAE
+pretraining, classification, UperNet and Mask R-CNN without code in any model (no model has a
+check of its own, so `max_skips` holds everywhere).
 
 Before the first step it also refuses a model whose weights are already NaN/inf, naming the
 tensors and the files they were loaded from (`load_from`, `init_cfg` checkpoints).
@@ -16,12 +17,11 @@ from __future__ import annotations
 import math
 
 import torch
-from mmengine import dist
 from mmengine.hooks import Hook
-from mmengine.model import is_model_wrapper
 from mmengine.optim import OptimWrapperDict
 from mmengine.runner import EpochBasedTrainLoop
 
+from ..optimizers.nonfinite_guard import NonFiniteGuard
 from ...registry import HOOKS
 
 ADVICE = ('Try a lower learning rate (optim_wrapper.optimizer.lr) or gradient clipping '
@@ -49,48 +49,34 @@ class NonFiniteLossHook(Hook):
             raise ValueError(f'NonFiniteLossHook: max_skips={max_skips!r}; allowed: an int >= 0')
         self.max_skips = max_skips
         self.skipped = 0
-        self.terms: dict = {}
+        self.wrappers: list = []
 
     def before_train(self, runner) -> None:
         check_loaded_weights(runner)
-        model = runner.model.module if is_model_wrapper(runner.model) else runner.model
-        if not getattr(model.parse_losses, 'remembers_terms', False):
-            model.parse_losses = self.remember_terms(model.parse_losses)
-        wrappers = runner.optim_wrapper
-        wrappers = (list(wrappers.values()) if isinstance(wrappers, OptimWrapperDict)
-                    else [wrappers])
-        for ow in wrappers:
-            if not getattr(ow.update_params, 'guarded', False):
-                ow.update_params = self.guard(runner, ow, ow.update_params)
+        self.wrappers = optim_wrappers(runner)
+        unguarded = [type(w).__name__ for w in self.wrappers if not isinstance(w, NonFiniteGuard)]
+        if unguarded:
+            runner.logger.warning(
+                f'NonFiniteLossHook: the optimizer wrapper(s) {", ".join(unguarded)} do not '
+                'skip non-finite steps; tools/train.py puts their NonFiniteGuard subclass in '
+                'the config (peco_mm.engine.optimizers.guard_optim_wrapper_cfg)')
 
-    def remember_terms(self, parse_losses):
-        def parse_and_remember(losses):
-            loss, log_vars = parse_losses(losses)
-            self.terms = log_vars
-            return loss, log_vars
-        parse_and_remember.remembers_terms = True
-        return parse_and_remember
+    def after_train_iter(self, runner, batch_idx: int, data_batch=None, outputs=None) -> None:
+        if not sum(w.pop_nonfinite_steps() for w in self.wrappers
+                   if isinstance(w, NonFiniteGuard)):
+            return
+        message = self.describe(runner, outputs)
+        if self.skipped >= self.max_skips:
+            runner.logger.error(message)
+            raise FloatingPointError(message)
+        self.skipped += 1
+        runner.logger.warning(f'{message.split(". Try")[0]}; step skipped '
+                              f'({self.skipped} of max_skips={self.max_skips}).')
 
-    def guard(self, runner, optim_wrapper, update_params):
-        def guarded_update(loss, *args, **kwargs):
-            if all_finite(loss):
-                return update_params(loss, *args, **kwargs)
-            message = self.describe(runner, loss)
-            if self.skipped >= self.max_skips:
-                runner.logger.error(message)
-                raise FloatingPointError(message)
-            self.skipped += 1
-            optim_wrapper.zero_grad()
-            runner.logger.warning(f'{message.split(". Try")[0]}; step skipped '
-                                  f'({self.skipped} of max_skips={self.max_skips}).')
-        guarded_update.guarded = True
-        return guarded_update
-
-    def describe(self, runner, loss: torch.Tensor) -> str:
+    def describe(self, runner, terms: dict | None) -> str:
         """One line: where, which terms, what to try."""
         values = {k: float(v.detach().float().mean()) if torch.is_tensor(v) else v
-                  for k, v in (self.terms or {}).items()}
-        values.setdefault('loss', float(loss.detach().float()))
+                  for k, v in (terms or {}).items()}
         bad = [k for k, v in values.items()
                if k != 'loss' and isinstance(v, float) and not math.isfinite(v)] or ['loss']
         shown = ', '.join(f'{k}={v:.4g}' for k, v in values.items()
@@ -100,6 +86,11 @@ class NonFiniteLossHook(Hook):
             where += f' (epoch {runner.epoch + 1})'
         return (f'Non-finite loss at {where} in {", ".join(bad)} ({shown}). {ADVICE} To skip '
                 'such steps instead of stopping: nonfinite_loss = dict(max_skips=N).')
+
+
+def optim_wrappers(runner) -> list:
+    wrappers = runner.optim_wrapper
+    return list(wrappers.values()) if isinstance(wrappers, OptimWrapperDict) else [wrappers]
 
 
 def check_loaded_weights(runner) -> None:
@@ -135,10 +126,3 @@ def weight_sources(cfg) -> list[str]:
                 walk(v, f'{key}.{i}')
     walk(cfg.get('model'), 'model')
     return out
-
-
-def all_finite(loss: torch.Tensor) -> bool:
-    """Whether the loss is finite on every rank (one device sync per step)."""
-    flag = torch.isfinite(loss.detach()).all().float()
-    dist.all_reduce(flag, op='min')  # mmengine.dist: a no-op in one process
-    return bool(flag)

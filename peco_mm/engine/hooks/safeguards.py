@@ -3,7 +3,11 @@
 `add_safeguards(cfg)` (called by the launcher before the runner is built):
 
 - swaps mmengine's `CheckpointHook` for `AtomicCheckpointHook` (same arguments);
-- adds `NonFiniteLossHook` (config: `nonfinite_loss = dict(max_skips=0)`);
+- adds `NonFiniteLossHook` (config: `nonfinite_loss = dict(max_skips=0)`) and puts the
+  guarded subclass of each optimizer wrapper in `optim_wrapper` (`NonFiniteGuardOptimWrapper`
+  for `OptimWrapper`, ...), which skips the step of a non-finite loss;
+- wraps the training dataset in `BadSampleGuard` (config: `bad_samples = dict(policy='raise')`,
+  the default, or `dict(policy='skip', max_skips=100)`);
 - adds `ArchitectureMetaHook` (the model's arguments in every checkpoint as plain data);
 - on `--resume`, removes the `.part` files of unfinished writes; without a path, picks the
   newest checkpoint of the work dir that reads back; adds `ResumeCheckHook` to compare the
@@ -13,11 +17,9 @@
 - with `load_from` (no resume), adds `LoadFromCheckHook`: the checkpoint's target generator
   must fit this model's;
 
-It returns the lines to log (skipped checkpoints), as the launcher's other notes. Once the
-runner is built, `guard_train_data(runner)` wraps the training dataset in `BadSampleGuard`
-(config: `bad_samples = dict(policy='raise')`, the default, or
-`dict(policy='skip', max_skips=100)`). It changes the runner's own copy of the dataloader
-config, so the config dumped into the work dir keeps the user's dataset unchanged.
+It returns the lines to log (skipped checkpoints), as the launcher's other notes. All of it
+is done to the config, before the runner is built, so the config the runner dumps into the
+work dir shows what ran (and is left as it is when trained again).
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import os.path as osp
 
 from mmengine.config import Config, ConfigDict
 
+from ..optimizers.nonfinite_guard import guard_optim_wrapper_cfg
 from .checkpoint import (checkpoint_problem, find_resumable_checkpoint,
                          remove_unfinished_writes)
 
@@ -42,6 +45,8 @@ def add_safeguards(cfg: Config) -> list[str]:
     types = {str(h.get('type')).split('.')[-1] for h in custom if isinstance(h, dict)}
     if 'NonFiniteLossHook' not in types:
         custom.append(dict(type='NonFiniteLossHook', **(cfg.get('nonfinite_loss') or {})))
+    guard_optim_wrapper_cfg(cfg.get('optim_wrapper'))
+    guard_train_data(cfg)
     if 'ArchitectureMetaHook' not in types:  # checkpoints rebuild models from plain data
         custom.append(dict(type='ArchitectureMetaHook'))
     if cfg.get('resume'):
@@ -97,17 +102,17 @@ def frozen_weights_from_resumed(cfg: Config) -> list[str]:
     return notes
 
 
-def guard_train_data(runner) -> None:
-    """Wrap the runner's (not yet built) training dataset in BadSampleGuard with the config's
-    `bad_samples` policy."""
-    loader = getattr(runner, '_train_dataloader', None)  # mmengine 0.10.7: the config dict
+def guard_train_data(cfg: Config) -> None:
+    """Wrap the config's training dataset in BadSampleGuard with the config's `bad_samples`
+    policy (once: a dumped config that has it is left alone)."""
+    loader = cfg.get('train_dataloader')
     if not isinstance(loader, dict) or not isinstance(loader.get('dataset'), dict):
         return
     dataset = loader['dataset']
     if str(dataset.get('type', '')).split('.')[-1] == 'BadSampleGuard':
         return
     loader['dataset'] = ConfigDict(type='BadSampleGuard', dataset=dataset,
-                                   **(runner.cfg.get('bad_samples') or {}))
+                                   **(cfg.get('bad_samples') or {}))
 
 
 def check_train_batches(runner) -> None:
