@@ -47,7 +47,7 @@ PROFILES = {
     # `make demo`: the supervised perceptual network (MoCo v3 learns no shape at this scale)
     'demo': dict(seeds=3, lambdas=(0.0, 1.0), perceptual='supervised', n_pretrain=5000,
                  val_per_class=20, judge_per_class=300,
-                 iters=dict(mocov3=150, judge=600, tokenizer=120, pretrain=130, cls=120,
+                 iters=dict(mocov3=150, judge=600, tokenizer=120, pretrain=130, cls=240,
                             seg=120)),
     'quick': dict(seeds=2, lambdas=(0.0, 1.0), perceptual='mocov3', n_pretrain=200,
                   val_per_class=4, judge_per_class=4,

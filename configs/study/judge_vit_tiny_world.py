@@ -11,7 +11,9 @@ _base_ = './finetune_vit_tiny_world.py'
 data_root = 'work_dirs/study/world'
 max_iters = 600
 model = dict(backbone=dict(init_cfg=None))
-optim_wrapper = dict(paramwise_cfg=dict(layer_decay_rate=1.0))
+# lr 2e-3, stated here: the few-label runs' 5e-3 (its base) left this from-scratch training
+# at loss 2.25 after 600 iterations (14.0 % top-1, against 40.5 % at 2e-3)
+optim_wrapper = dict(optimizer=dict(lr=2e-3), paramwise_cfg=dict(layer_decay_rate=1.0))
 train_dataloader = dict(batch_size=64, dataset=dict(data_root=data_root + '/judge'))
 param_scheduler = [
     dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=max_iters // 10),
