@@ -59,8 +59,8 @@ class AtomicCheckpointHook(CheckpointHook):
 
     def before_train(self, runner) -> None:
         super().before_train(runner)
-        self.renames = not ('://' in str(self.out_dir) or sharded(runner))
-        if self.renames and not self.filename_tmpl.endswith(PART_SUFFIX):
+        renames = not ('://' in str(self.out_dir) or sharded(runner))
+        if renames and not self.filename_tmpl.endswith(PART_SUFFIX):
             self.filename_tmpl += PART_SUFFIX
         hub = runner.message_hub
         self.kept = [p for p in hub.get_info('kept_checkpoints', []) if isinstance(p, str)]
@@ -83,8 +83,8 @@ class AtomicCheckpointHook(CheckpointHook):
         weights_only_message_hub(hub)
         info = hub.setdefault('runtime_info', {})
         for key, value in list(info.items()):  # the names the files will have
-            if isinstance(value, str) and value.endswith(PART_SUFFIX):
-                info[key] = value[:-len(PART_SUFFIX)]
+            if isinstance(value, str):
+                info[key] = value.removesuffix(PART_SUFFIX)
         last = info.get('last_ckpt')
         info['kept_checkpoints'] = self.kept_after(last) if isinstance(last, str) else self.kept
 
@@ -125,9 +125,8 @@ class AtomicCheckpointHook(CheckpointHook):
         last = self.last_ckpt
         if last is None or (not last.endswith(PART_SUFFIX) and last in self.kept[-1:]):
             return  # nothing new saved
-        final = last.removesuffix(PART_SUFFIX)
+        final = finish_part(last)
         if last != final and dist.is_main_process():
-            commit_file(last, final)
             write_text_atomically(osp.join(runner.work_dir, 'last_checkpoint'), final)
         self.last_ckpt = final
         runner.message_hub.update_info('last_ckpt', final)
@@ -144,9 +143,7 @@ class AtomicCheckpointHook(CheckpointHook):
         for key, path in paths.items():
             if not (isinstance(path, str) and path.endswith(PART_SUFFIX)):
                 continue
-            final = path.removesuffix(PART_SUFFIX)
-            if dist.is_main_process() and osp.exists(path):
-                commit_file(path, final)
+            final = finish_part(path)
             runner.message_hub.update_info(key, final)
             if key == 'best_ckpt':
                 self.best_ckpt_path = final
@@ -169,6 +166,15 @@ class AtomicCheckpointHook(CheckpointHook):
                 self.file_backend.remove(path)
             elif self.file_backend.isdir(path):  # DeepSpeed saves folders
                 self.file_backend.rmtree(path)
+
+
+def finish_part(path: str) -> str:
+    """The final name of a file the parent hook wrote (`<name>.part` -> `<name>`), renamed
+    there by the main process; other paths unchanged."""
+    final = path.removesuffix(PART_SUFFIX)
+    if final != path and dist.is_main_process() and osp.exists(path):
+        commit_file(path, final)
+    return final
 
 
 def sharded(runner) -> bool:
