@@ -45,6 +45,29 @@ def find_step(pipeline: list, name: str) -> dict | None:
     return next((dict(t) for t in pipeline if t.get('type') == name), None)
 
 
+def mask_generator(pipeline: list, grid: tuple[int, int], num_masked: int | None,
+                   min_block: int | None):
+    """The pipeline's mask generator (BEiT's block-wise 75 of 196 when it names none) on the
+    image's patch grid, with --num-masked and --min-block applied."""
+    from peco_mm.datasets.mim_transforms import mask_step_of
+    from peco_mm.registry import TRANSFORMS
+    n = grid[0] * grid[1]
+    step = mask_step_of(pipeline) or dict(type='BlockwiseMaskGenerator',
+                                          num_masking_patches=round(75 / 196 * n))
+    step['input_size'] = grid
+    if step['type'] == 'RandomMaskGenerator':
+        if num_masked is not None:
+            step['mask_ratio'] = num_masked / n
+        return TRANSFORMS.build(step)
+    if num_masked is not None:
+        step['num_masking_patches'] = num_masked
+    if min_block is not None:
+        step['min_num_patches'] = min_block
+    step['min_num_patches'] = min(step.get('min_num_patches', 16),
+                                  step.get('num_masking_patches', 75))
+    return TRANSFORMS.build(step)
+
+
 def view_sizes(cfg) -> tuple[int, int | None]:
     crop = find_step(cfg.train_dataloader.dataset.pipeline,
                      'RandomResizedCropAndInterpolationWithTwoPic') or {}
@@ -95,7 +118,6 @@ def main(argv=None):
     from PIL import Image
 
     import peco_mm  # noqa: F401  (registers peco_mm types)
-    from peco_mm.datasets.mim_transforms import BlockwiseMaskGenerator
     from peco_mm.utils.image import image_grid, read_rgb, save_png, to_uint8
     args.device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
     for path in args.images:
@@ -109,18 +131,8 @@ def main(argv=None):
     size, second = view_sizes(cfg)
     grid = (size // model.backbone.patch_size, ) * 2
 
-    mask_cfg = find_step(cfg.train_dataloader.dataset.pipeline, 'BlockwiseMaskGenerator') or {}
-    mask_cfg.pop('type', None)
-    mask_cfg['input_size'] = grid
-    if args.num_masked is not None:
-        mask_cfg['num_masking_patches'] = args.num_masked
-    mask_cfg.setdefault('num_masking_patches',
-                        round(getattr(model, 'mask_ratio', 75 / 196) * grid[0] * grid[1]))
-    if args.min_block is not None:
-        mask_cfg['min_num_patches'] = args.min_block
-    mask_cfg['min_num_patches'] = min(mask_cfg.get('min_num_patches', 16),
-                                      mask_cfg['num_masking_patches'])
-    masker = BlockwiseMaskGenerator(**mask_cfg)
+    masker = mask_generator(cfg.train_dataloader.dataset.pipeline, grid, args.num_masked,
+                            args.min_block)
 
     os.makedirs(args.out, exist_ok=True)
     rows = []

@@ -15,7 +15,6 @@ _base_ = './pretrain_vitb_in1k_800e.py'
 
 model = dict(
     type='PeCoMAE',
-    mask_ratio=0.75,
     backbone=dict(_base_.mae_vit, drop_path_rate=0.0, use_mask_token=False),
     neck=dict(type='PeCoMAEDecoder', grid=14, embed_dims=512, num_layers=8, num_heads=16))
 
@@ -25,7 +24,8 @@ train_pipeline = [
     dict(type='RandomResizedCropAndInterpolationWithTwoPic', size=224,
          interpolation='bicubic', second_interpolation='bicubic', scale=(0.2, 1.0)),
     dict(type='RandomFlip', prob=0.5, direction='horizontal'),
-    dict(type='PackInputs'),  # masks are drawn on the device by PeCoMAE
+    dict(type='RandomMaskGenerator', input_size=14, mask_ratio=0.75),  # MAE's random 75 %
+    dict(type='PackInputs'),
 ]
 train_dataloader = dict(batch_size=512, dataset=dict(pipeline=train_pipeline))
 

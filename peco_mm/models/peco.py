@@ -4,8 +4,8 @@ For an image x, block-wise masked patches are replaced by a learnable [MASK] emb
 ViT's last hidden states h^t at the masked positions t ∈ M are classified into the K codewords
 of the frozen perceptual tokenizer, k^t = q(Enc(x))^t, with the cross-entropy of Eq. 7.
 
-The step never synchronises with the host: masks carry a fixed count M per image (see
-`peco_mm.datasets.BlockwiseMaskGenerator`), so the masked positions are gathered with static
+The step never synchronises with the host: masks carry a fixed count M per image (the mask
+generators of `peco_mm.datasets.mim_transforms`), so the masked positions are gathered with static
 shapes (top-k of the mask, not `feats[mask]`), and the count is checked on the device.
 """
 from __future__ import annotations
@@ -131,34 +131,51 @@ class PeCo(BaseSelfSupervisor):
         self.check_codebook_size(logits.shape[1])
         return logits.argmax(dim=1)
 
-    def masked_positions(self, mask: torch.Tensor) -> torch.Tensor:
-        """(B, N) bool mask -> (B, M) indices of its masked patches, M fixed, no host sync."""
-        B, N = mask.shape
+    def mask_count(self, mask: torch.Tensor) -> int:
+        """M, the fixed number of masked patches of every (B, N) mask: read from the first
+        batch once (or given as num_masked), then checked on the device, no host sync."""
+        N = mask.shape[1]
         if self.num_masked is None:  # read once; later batches are checked on the device
             self.num_masked = int(mask[0].sum())
         M = self.num_masked
         if not 0 < M <= N:
-            raise ValueError(f'PeCo: {M} masked patches for a grid of {N}')
+            raise ValueError(f'{type(self).__name__}: {M} masked patches for a grid of {N}')
         torch._assert_async(
             (mask.sum(dim=1) == M).all(),
-            f'PeCo: every mask must have exactly num_masked={M} patches (BlockwiseMaskGenerator '
-            'gives an exact count)')
+            f'{type(self).__name__}: every mask must have exactly num_masked={M} patches (the '
+            'mask generators of peco_mm.datasets.mim_transforms give an exact count)')
+        return M
+
+    def masked_positions(self, mask: torch.Tensor) -> torch.Tensor:
+        """(B, N) bool mask -> (B, M) indices of its masked patches, M fixed, no host sync."""
+        M = self.mask_count(mask)
         return mask.float().topk(M, dim=1, sorted=False).indices  # (B, M)
 
-    def loss(self, inputs: list[torch.Tensor], data_samples: list) -> dict[str, torch.Tensor]:
-        """Eq. 7: cross-entropy of the head's logits against the codes at masked positions."""
+    def masked_batch(self, inputs: list[torch.Tensor], data_samples: list
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The ViT's view (B, 3, H, W), the data samples' masks (B, N) bool and the frozen
+        tokenizer's codes of the target view (B, h, w), checked to share one patch grid."""
         img, target_img = inputs[0], inputs[-1]  # one view serves both when only one is given
+        if not data_samples or any(getattr(ds, 'mask', None) is None for ds in data_samples):
+            raise ValueError(f'{type(self).__name__}: the data samples carry no mask; put a '
+                             "mask generator in the pipeline (dict(type='BlockwiseMaskGenerator'"
+                             ", ...) or dict(type='RandomMaskGenerator', ...))")
         mask = torch.stack([ds.mask for ds in data_samples]).flatten(1).bool()  # (B, N)
         codes = self.tokenize(target_img)  # (B, h, w), before the ViT so its memory is freed
         grid = patch_grid(img, self.backbone.patch_size)
         if tuple(codes.shape[-2:]) != grid or grid[0] * grid[1] != mask.shape[1]:
             raise ValueError(
-                f'PeCo: tokenizer latent grid {tuple(codes.shape[-2:])} (from a '
-                f'{tuple(target_img.shape[-2:])} target view) != ViT patch grid {grid} (from a '
-                f'{tuple(img.shape[-2:])} input, patch {self.backbone.patch_size}), mask has '
+                f'{type(self).__name__}: tokenizer latent grid {tuple(codes.shape[-2:])} (from '
+                f'a {tuple(target_img.shape[-2:])} target view) != ViT patch grid {grid} (from '
+                f'a {tuple(img.shape[-2:])} input, patch {self.backbone.patch_size}), mask has '
                 f'{mask.shape[1]} patches; make target size / tokenizer downsample equal '
                 'image size / patch size (the crop\'s second_size sets the target size) and '
                 'the mask generator input_size equal the grid')
+        return img, mask, codes
+
+    def loss(self, inputs: list[torch.Tensor], data_samples: list) -> dict[str, torch.Tensor]:
+        """Eq. 7: cross-entropy of the head's logits against the codes at masked positions."""
+        img, mask, codes = self.masked_batch(inputs, data_samples)
         ids = self.masked_positions(mask)  # (B, M)
         feats = self.backbone.forward_features(img, mask)[:, 1:]  # (B, N, C), cls dropped
         feats = gather_tokens(feats, ids)  # (B, M, C)

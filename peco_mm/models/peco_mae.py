@@ -6,9 +6,11 @@ patches; a light decoder adds mask tokens back, restores the patch order and run
 the K-way head classifies the decoder's hidden states at the masked positions into the frozen
 tokenizer's codes (Eq. 7), instead of regressing pixels as MAE does.
 
-Masking is MAE's per-sample random shuffle, drawn on the device with a fixed count, so the step
-has static shapes and no host sync. As in MAE, the encoder's and the decoder's position
-embeddings are fixed 2-D sin-cos tables (mmpretrain's `build_2d_sincos_position_embedding`).
+Masking is MAE's per-sample random subset with a fixed count, drawn in the data pipeline by
+`RandomMaskGenerator` (the mask seam PeCo uses too), so the step has static shapes and no host
+sync; any mask generator with a fixed count works. As in MAE, the encoder's and the decoder's
+position embeddings are fixed 2-D sin-cos tables (mmpretrain's
+`build_2d_sincos_position_embedding`).
 
 The decoder is written here rather than reusing mmpretrain's `MAEPretrainDecoder`: that one
 ends in a projection applied to every patch (pixels, or K logits for all 196 positions), where
@@ -103,7 +105,8 @@ class PeCoMAE(PeCo):
         neck: `PeCoMAEDecoder`; its `in_channels` is the backbone width.
         head: `PeCoMIMHead` with `in_channels` = decoder width, `num_classes` = codebook size.
         target_generator, target_chunk: the frozen tokenizer and its chunk, as for `PeCo`.
-        mask_ratio: fraction of patches masked (MAE: 0.75); the count is round(ratio * N).
+        num_masked: as `PeCo`'s: the masks come from the pipeline's mask generator
+            (`RandomMaskGenerator`, mask_ratio 0.75 in MAE).
         fix_pos_embed: use a fixed 2-D sin-cos encoder position table, as MAE does.
     """
 
@@ -112,17 +115,20 @@ class PeCoMAE(PeCo):
                  neck: dict,
                  head: dict,
                  target_generator: dict | nn.Module,
-                 mask_ratio: float = 0.75,
+                 num_masked: int | None = None,
                  fix_pos_embed: bool = True,
                  target_chunk: int | None = 64,
                  require_target_checkpoint: bool = True,
                  data_preprocessor: dict | nn.Module | None = None,
-                 init_cfg: dict | list | None = None) -> None:
-        if not 0 < mask_ratio < 1:
-            raise ValueError(f'mask_ratio={mask_ratio}; allowed: 0 < mask_ratio < 1')
-        self.mask_ratio = mask_ratio
+                 init_cfg: dict | list | None = None,
+                 mask_ratio: float | None = None) -> None:
+        if mask_ratio is not None:
+            raise ValueError(
+                f'PeCoMAE: mask_ratio={mask_ratio} is a setting of the data pipeline, not of '
+                'the model: put dict(type=\'RandomMaskGenerator\', input_size=14, '
+                f'mask_ratio={mask_ratio}) before PackInputs in train_pipeline')
         self.fix_pos_embed = fix_pos_embed
-        super().__init__(backbone=backbone, neck=neck, head=head,
+        super().__init__(backbone=backbone, neck=neck, head=head, num_masked=num_masked,
                          target_generator=target_generator, target_chunk=target_chunk,
                          require_target_checkpoint=require_target_checkpoint,
                          data_preprocessor=data_preprocessor, init_cfg=init_cfg)
@@ -150,35 +156,30 @@ class PeCoMAE(PeCo):
             self.backbone.pos_embed.data.copy_(table)
 
     # ---- steps ----------------------------------------------------------------------------
-    def random_masking(self, B: int, N: int, device: torch.device
-                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """MAE's per-sample shuffle: ids_keep (B, L), ids_masked (B, N-L), ids_restore (B, N)."""
-        keep = N - int(round(self.mask_ratio * N))
-        if not 0 < keep < N:
-            raise ValueError(f'PeCoMAE: mask_ratio={self.mask_ratio} leaves {keep} of {N} '
-                             'patches visible')
-        ids_shuffle = torch.rand(B, N, device=device).argsort(dim=1)  # (B, N)
-        ids_restore = ids_shuffle.argsort(dim=1)  # (B, N)
-        return ids_shuffle[:, :keep], ids_shuffle[:, keep:], ids_restore
+    def split_by_mask(self, mask: torch.Tensor, keep: int
+                      ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(B, N) bool mask with `keep` visible patches in each row -> ids_keep (B, keep),
+        ids_masked (B, N - keep) (each in image order) and ids_restore (B, N), as MAE's
+        shuffle gives them."""
+        if keep < 1:
+            raise ValueError(f'PeCoMAE: every one of the {mask.shape[1]} patches is masked; the '
+                             'encoder needs at least one visible patch')
+        order = mask.float().argsort(dim=1, stable=True)  # (B, N): visible first, then masked
+        return order[:, :keep], order[:, keep:], order.argsort(dim=1)
 
     def encode_visible(self, img: torch.Tensor, ids_keep: torch.Tensor) -> torch.Tensor:
         """The encoder on the visible patches only: (B, 1+L, C)."""
         return self.backbone.forward_intermediates(img, [-1], keep_ids=ids_keep, norm=True,
                                                    output_fmt='NLC')[0]  # (B, 1+L, C)
 
-    def loss(self, inputs: list[torch.Tensor], data_samples: list | None = None
+    def loss(self, inputs: list[torch.Tensor], data_samples: list
              ) -> dict[str, torch.Tensor]:
-        img, target_img = inputs[0], inputs[-1]
-        codes = self.tokenize(target_img)  # (B, h, w)
-        grid = patch_grid(img, self.backbone.patch_size)
-        if tuple(codes.shape[-2:]) != grid or grid != tuple(self.neck.grid):
-            raise ValueError(
-                f'PeCoMAE: tokenizer latent grid {tuple(codes.shape[-2:])} (from a '
-                f'{tuple(target_img.shape[-2:])} target view), ViT patch grid {grid} (from a '
-                f'{tuple(img.shape[-2:])} input) and decoder grid {tuple(self.neck.grid)} '
-                "must be equal (the crop's second_size sets the target view)")
-        B, N = img.shape[0], grid[0] * grid[1]
-        ids_keep, ids_masked, ids_restore = self.random_masking(B, N, img.device)
+        img, mask, codes = self.masked_batch(inputs, data_samples)
+        if tuple(self.neck.grid) != tuple(codes.shape[-2:]):
+            raise ValueError(f'PeCoMAE: decoder grid {tuple(self.neck.grid)} != patch grid '
+                             f'{tuple(codes.shape[-2:])}; set neck.grid to the patch grid')
+        keep = mask.shape[1] - self.mask_count(mask)
+        ids_keep, ids_masked, ids_restore = self.split_by_mask(mask, keep)
         latent = self.encode_visible(img, ids_keep)  # (B, 1+L, C)
         feats = self.neck(latent, ids_restore)  # (B, N, D)
         feats = gather_tokens(feats, ids_masked)  # (B, M, D)
@@ -190,11 +191,9 @@ class PeCoMAE(PeCo):
         """Codes predicted at every position for a given (B, h, w) mask with a fixed count."""
         grid = patch_grid(img, self.backbone.patch_size)
         mask = mask.flatten(1).bool()
-        # visible first, in image order; then the masked ones
-        order = mask.float().argsort(dim=1, stable=True)  # (B, N)
-        keep = mask.shape[1] - int(mask[0].sum())
-        latent = self.encode_visible(img, order[:, :keep])
-        feats = self.neck(latent, order.argsort(dim=1))  # (B, N, D)
+        ids_keep, _, ids_restore = self.split_by_mask(mask, mask.shape[1] - int(mask[0].sum()))
+        latent = self.encode_visible(img, ids_keep)
+        feats = self.neck(latent, ids_restore)  # (B, N, D)
         return self.head(feats).argmax(-1).reshape(img.shape[0], *grid)
 
 

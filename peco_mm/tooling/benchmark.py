@@ -186,16 +186,21 @@ def build_pretrain_model(name: str, s: dict) -> torch.nn.Module:
 
 
 def pretrain_inputs(name: str, s: dict, batch: int, device: str):
-    """(inputs, data samples) as each model's `loss` takes them: two views and block masks
-    (PeCo, PeCo_MAE, BEiT: a 112 px view for DALL-E's 8x grid), one view (MAE)."""
+    """(inputs, data samples) as each model's `loss` takes them: two views and the masks of
+    the model's generator (block-wise for PeCo and BEiT, a 112 px view for DALL-E's 8x grid;
+    MAE's random 75 % for PeCo_MAE), one view (MAE, which masks inside its backbone)."""
     from mmpretrain.structures import DataSample
 
-    from ..datasets.mim_transforms import BlockwiseMaskGenerator
+    from ..registry import TRANSFORMS
     img = torch.randn(batch, 3, s['img'], s['img'], device=device)
     grid = s['img'] // s['patch']
     side = grid * 8 if name == 'beit' else s['img']
     target = torch.rand(batch, 3, side, side, device=device) * 2 - 1
-    masker = BlockwiseMaskGenerator(grid, s['masked'], s['min_block'])
+    masker = TRANSFORMS.build(
+        dict(type='RandomMaskGenerator', input_size=grid, mask_ratio=0.75)
+        if name == 'peco_mae' else
+        dict(type='BlockwiseMaskGenerator', input_size=grid, num_masking_patches=s['masked'],
+             min_num_patches=s['min_block']))
     samples = [DataSample().set_mask(torch.from_numpy(masker.generate()).to(device))
                for _ in range(batch)]
     return (img if name == 'mae' else [img, target]), samples

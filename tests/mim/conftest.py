@@ -87,10 +87,11 @@ def tokenizer_ckpt(images, tmp_path_factory):
 
 MASK_STEP = ("dict(type='BlockwiseMaskGenerator', input_size=4, num_masking_patches=6, "
              "min_num_patches=2),")
+MAE_MASK_STEP = "dict(type='RandomMaskGenerator', input_size=4, mask_ratio=0.75),"
 
 
 def write_config(path, base: str, tokenizer_ckpt: str, data_root: str, iters: int = 30,
-                 mask: bool = True, model_extra: str = '') -> str:
+                 mask: str = MASK_STEP, model_extra: str = '') -> str:
     """A tiny config on top of a shipped one: 32 px, patch 8, 6 of 16 patches masked."""
     text = f'''
 _base_ = {osp.join(REPO, 'configs', 'peco', base)!r}
@@ -104,7 +105,7 @@ train_pipeline = [
     dict(type='RandomResizedCropAndInterpolationWithTwoPic', size=32, second_size=32,
          interpolation='bicubic', second_interpolation='bicubic', scale=(1.0, 1.0),
          ratio=(1.0, 1.0)),
-    {MASK_STEP if mask else ''}
+    {mask}
     dict(type='PackInputs'),
 ]
 train_dataloader = dict(batch_size=16, num_workers=0, persistent_workers=False,

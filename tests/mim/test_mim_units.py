@@ -9,7 +9,8 @@ from scipy import ndimage
 
 from conftest import REPO, TINY_VIT
 
-from peco_mm.datasets.mim_transforms import BlockwiseMaskGenerator
+from peco_mm.datasets.mim_transforms import (BlockwiseMaskGenerator, RandomMaskGenerator,
+                                             mask_generator_of)
 
 
 def tiny_peco(tokenizer, num_classes=None, **kw):
@@ -153,8 +154,12 @@ def test_peco_mae_masking_and_decoder_order(tokenizer_ckpt):
     m.init_weights()
     assert m.head.fc.in_features == 32 and m.neck.decoder_embed.in_features == 64
     assert not m.backbone.pos_embed.requires_grad  # fixed sin-cos, as MAE
-    keep, masked, restore = m.random_masking(5, 16, torch.device('cpu'))
+    gen = RandomMaskGenerator(4, 0.75)
+    mask = torch.stack([torch.as_tensor(gen.generate()) for _ in range(5)]).flatten(1)
+    keep, masked, restore = m.split_by_mask(mask, 16 - m.mask_count(mask))
     assert keep.shape == (5, 4) and masked.shape == (5, 12)
+    assert not mask.gather(1, keep).any() and mask.gather(1, masked).all()
+    assert (keep.diff(dim=1) > 0).all() and (masked.diff(dim=1) > 0).all()  # image order
     full = torch.cat([keep, masked], 1)
     assert (full.sort(1).values == torch.arange(16)).all()
     assert (full.gather(1, restore) == torch.arange(16)).all()
@@ -165,6 +170,50 @@ def test_peco_mae_masking_and_decoder_order(tokenizer_ckpt):
     vis = m.neck.decoder_embed(lat[:, 1:]) + m.neck.pos_embed[0, 1:][keep]
     torch.testing.assert_close(out.gather(1, keep[..., None].expand(-1, -1, 32)),
                                m.neck.norm(vis))
+
+
+@pytest.mark.parametrize('grid,ratio', [(14, 0.75), (4, 0.75), (7, 0.4)])
+def test_random_masks_are_maes(grid, ratio):
+    """Parity with mmpretrain's MAE: from the same torch seed, the masks of B images drawn in
+    the pipeline one by one are the masks its `random_masking` draws for the batch."""
+    from mmpretrain.models.selfsup.mae import MAEViT
+    n = grid * grid
+    torch.manual_seed(3)
+    _, ref, _ = MAEViT.random_masking(None, torch.zeros(6, n, 1), ratio)  # (6, N), 1 = masked
+    torch.manual_seed(3)
+    gen = RandomMaskGenerator(grid, ratio)
+    ours = torch.stack([torch.as_tensor(gen.generate()).flatten() for _ in range(6)])
+    assert torch.equal(ours, ref.bool())
+    assert gen.transform({})['mask'].shape == (grid, grid)
+
+
+def test_mask_generator_of_a_pipeline_and_bad_ratios():
+    pipe = [dict(type='LoadImageFromFile'), dict(type='BlockwiseMaskGenerator', input_size=4,
+                                                 num_masking_patches=6, min_num_patches=2)]
+    gen = mask_generator_of(pipe)
+    assert isinstance(gen, BlockwiseMaskGenerator) and gen.generate().sum() == 6
+    assert mask_generator_of(pipe[:1]) is None
+    for ratio in (0.0, 1.0, 0.01):  # none masked, none visible, rounds to none on 4x4
+        with pytest.raises(ValueError, match=f'mask_ratio={ratio}'):
+            RandomMaskGenerator(4, ratio)
+    with pytest.raises(ValueError, match='input_size'):
+        RandomMaskGenerator((4, 4, 4), 0.5)
+
+
+def test_peco_mae_refuses_a_model_mask_ratio_and_a_batch_without_masks(tokenizer_ckpt):
+    from mmpretrain.registry import MODELS
+    cfg = dict(type='PeCoMAE', require_target_checkpoint=False, target_generator=tokenizer_ckpt[1],
+               backbone=dict(type='PeCoViT', arch=TINY_VIT, img_size=32, patch_size=8),
+               neck=dict(type='PeCoMAEDecoder', grid=4, embed_dims=32, num_layers=1,
+                         num_heads=4), head=dict(type='PeCoMIMHead'))
+    with pytest.raises(ValueError, match="mask_ratio=0.75 is a setting of the data pipeline.*"
+                       "RandomMaskGenerator"):
+        MODELS.build(dict(cfg, mask_ratio=0.75))
+    m = MODELS.build(cfg)
+    x = torch.rand(2, 3, 32, 32)
+    from mmpretrain.structures import DataSample
+    with pytest.raises(ValueError, match='carry no mask.*mask generator in the pipeline'):
+        m.loss([x, x], [DataSample(), DataSample()])
 
 
 # ---- bad input ---------------------------------------------------------------------------------
@@ -250,7 +299,10 @@ def test_shipped_pretrain_configs_state_the_paper_settings():
         assert mask.input_size == grid
         assert math.isclose(mask.num_masking_patches / grid ** 2, 75 / 196, rel_tol=0.01)
     mae = Config.fromfile(f'{REPO}/configs/peco/pretrain_mae_vitb_in1k_800e.py')
-    assert mae.model.type == 'PeCoMAE' and mae.model.mask_ratio == 0.75
+    assert mae.model.type == 'PeCoMAE' and 'mask_ratio' not in mae.model
+    mask = mask_generator_of(mae.train_dataloader.dataset.pipeline)
+    assert isinstance(mask, RandomMaskGenerator)
+    assert (mask.height, mask.width, mask.mask_ratio) == (14, 14, 0.75)
     beit = Config.fromfile(f'{REPO}/configs/peco/pretrain_beit_dalle_vitb_in1k_300e.py')
     assert beit.model.target_generator.type == 'DALL-E'
 

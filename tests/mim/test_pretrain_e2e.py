@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import (REPO, TINY_VIT, read_scalars, run_tool, to_tokenizer_input, train,
-                      write_config)
+from conftest import (MAE_MASK_STEP, REPO, TINY_VIT, read_scalars, run_tool, to_tokenizer_input,
+                      train, write_config)
 
 pytestmark = pytest.mark.slow  # PeCo / PeCo_MAE trainings, one on two processes
 
@@ -120,7 +120,7 @@ def test_visualize_mim_writes_original_masked_reconstruction(peco_run, images, t
 
 def test_peco_mae_trains(images, tokenizer_ckpt, tmp_path):
     cfg = write_config(tmp_path / 'cfg.py', 'pretrain_mae_vitb_in1k_800e.py', tokenizer_ckpt[0],
-                       images[0], mask=False, model_extra=MAE_NECK)
+                       images[0], mask=MAE_MASK_STEP, model_extra=MAE_NECK)
     train(cfg, str(tmp_path / 'work'))
     check_learning(str(tmp_path / 'work'), majority_rate(tokenizer_ckpt[1], images[1]))
     state = torch.load(tmp_path / 'work' / 'iter_30.pth', map_location='cpu')['state_dict']
@@ -129,7 +129,7 @@ def test_peco_mae_trains(images, tokenizer_ckpt, tmp_path):
 
 @pytest.mark.parametrize('base, extra', [
     ('pretrain_vitb_in1k_300e.py', {}),
-    ('pretrain_mae_vitb_in1k_800e.py', dict(mask=False, model_extra=MAE_NECK)),
+    ('pretrain_mae_vitb_in1k_800e.py', dict(mask=MAE_MASK_STEP, model_extra=MAE_NECK)),
 ], ids=['peco', 'peco_mae'])
 def test_two_process_cpu_training(images, tokenizer_ckpt, tmp_path, base, extra):
     cfg = write_config(tmp_path / 'cfg.py', base, tokenizer_ckpt[0], images[0], iters=2,

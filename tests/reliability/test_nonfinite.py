@@ -7,7 +7,8 @@ import pytest
 import torch
 
 from tests.dense.conftest import TINY_MASK_RCNN, TINY_UPERNET, write_cfg
-from tests.mim.conftest import fitted_tokenizer, halves_images, save_tokenizer, write_config
+from tests.mim.conftest import (MAE_MASK_STEP, fitted_tokenizer, halves_images, save_tokenizer,
+                                write_config)
 from tests.reliability.conftest import run_log, write_cls
 
 # PeCo_MAE's decoder at toy size (as the pretraining tests use it)
@@ -34,7 +35,7 @@ def peco_parts(tmp_path_factory):
 
 @pytest.mark.parametrize('base, extra', [
     ('pretrain_vitb_in1k_300e.py', {}),
-    ('pretrain_mae_vitb_in1k_800e.py', dict(mask=False, model_extra=MAE_NECK)),
+    ('pretrain_mae_vitb_in1k_800e.py', dict(mask=MAE_MASK_STEP, model_extra=MAE_NECK)),
 ], ids=['peco', 'peco_mae'])
 def test_diverging_pretraining_stops(tmp_path, peco_parts, isolated_mmengine, base, extra):
     from peco_mm.engine.launch import run
