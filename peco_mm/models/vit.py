@@ -437,10 +437,6 @@ class PeCoViT(BaseModule):
         B, N, C = patches.shape
         return patches.transpose(1, 2).reshape(B, C, grid[0], grid[1])
 
-    def patch_grid(self, img: torch.Tensor) -> tuple[int, int]:
-        """The (h, w) patch grid of an input (padded up to the patch size)."""
-        return patch_grid(img, self.patch_size)
-
     def forward_features(self, x: torch.Tensor, mask: torch.Tensor | None = None
                          ) -> torch.Tensor:
         """All tokens after the last block and the final norm: (B, 1+N, C)."""
@@ -459,7 +455,7 @@ class PeCoViT(BaseModule):
         """The OpenMMLab backbone interface (mmpretrain, mmseg, mmdet): one output per
         `out_indices` entry, by `out_type`; the final norm is applied to the last block's
         output only (cls token and pooled features; dense configs build without it)."""
-        grid = self.patch_grid(x)
+        grid = patch_grid(x, self.patch_size)
         taps = self.forward_intermediates(x, self.out_indices, mask, output_fmt='NLC')
         last = self.num_layers - 1
         outs = [self.format_output(self.norm(t) if i == last else t, grid)

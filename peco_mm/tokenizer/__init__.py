@@ -3,9 +3,10 @@ from .cnn import CNNDecoder, CNNEncoder
 from .codeword_backbone import CodewordPoolBackbone
 from .discriminator import PatchDiscriminator
 from .perceptual import PerceptualLoss
-from .tokenizer import (INPUT_MEAN, INPUT_STD, FrozenPeCoTokenizer, PeCoTokenizer,
+from .tokenizer import (TOKENIZER_MEAN, TOKENIZER_STD, FrozenPeCoTokenizer, PeCoTokenizer,
                         TokenizerDataPreprocessor, load_tokenizer_state)
 
 __all__ = ['CNNDecoder', 'CNNEncoder', 'CodewordPoolBackbone', 'FrozenPeCoTokenizer',
-           'INPUT_MEAN', 'INPUT_STD', 'PatchDiscriminator', 'PeCoTokenizer', 'PerceptualLoss',
+           'PatchDiscriminator', 'PeCoTokenizer', 'PerceptualLoss',
+           'TOKENIZER_MEAN', 'TOKENIZER_STD',
            'TokenizerDataPreprocessor', 'load_tokenizer_state']

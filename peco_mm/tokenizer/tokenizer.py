@@ -11,7 +11,7 @@ tools/train.py stores in the checkpoint).
 
 Input normalisation: `encode`, `forward` and `decode` work on RGB images scaled to [-1, 1],
 i.e. (pixel - 127.5) / 127.5, which is what `TokenizerDataPreprocessor` (the default data
-preprocessor) produces from uint8 images. `INPUT_MEAN` / `INPUT_STD` state it for other
+preprocessor) produces from uint8 images. `TOKENIZER_MEAN` / `TOKENIZER_STD` state it for other
 pipelines (e.g. the second view of a MIM data preprocessor).
 
     tok = FrozenPeCoTokenizer('work_dirs/tokenizer/epoch_100.pth')  # encoder + codebook
@@ -32,9 +32,7 @@ from mmengine.model import BaseDataPreprocessor, BaseModel
 from ..layers.quantizer import CODEBOOK_SIZE, EMAVectorQuantizer, codebook_stats
 from ..checkpoint import is_url, parse_config_text, read_checkpoint, tokenizer_state_dict
 from ..registry import MODELS
-from ..utils.image import TOKENIZER_MEAN as INPUT_MEAN
-from ..utils.image import TOKENIZER_STD as INPUT_STD
-from ..utils.image import to_uint8
+from ..utils.image import TOKENIZER_MEAN, TOKENIZER_STD, to_uint8
 from ..utils.precision import native_bf16
 from .cnn import CNNDecoder, CNNEncoder
 from .codeword_loss import CODEWORD_LOSSES, build_codeword_loss
@@ -71,7 +69,8 @@ class TokenizerDataPreprocessor(BaseDataPreprocessor):
     1- and 4-channel images are converted to 3 channels; other counts are an error naming
     the file."""
 
-    def __init__(self, mean: Sequence[float] = INPUT_MEAN, std: Sequence[float] = INPUT_STD,
+    def __init__(self, mean: Sequence[float] = TOKENIZER_MEAN,
+                 std: Sequence[float] = TOKENIZER_STD,
                  to_rgb: bool = True, non_blocking: bool = False) -> None:
         super().__init__(non_blocking)
         if len(mean) != 3 or len(std) != 3 or min(std) <= 0:
