@@ -76,6 +76,12 @@ def parse_args(argv=None):
                    help="unlabeled world images (the profile's: full 20000, demo 5000)")
     p.add_argument('--val-per-class', type=int, default=None,
                    help="validation images per class (the profile's: full 30, demo 20)")
+    p.add_argument('--no-rotation', action='store_true',
+                   help='draw every shape upright (MoCo v3 learns shape here only upright: '
+                   'rotation is not among its augmentations)')
+    p.add_argument('--iters', default=None, metavar='STAGE=N[,STAGE=N]',
+                   help="iterations of stages instead of the profile's, e.g. mocov3=900; "
+                   f'stages: {", ".join(COST)}')
     p.add_argument('--title', default='study', help='the report title')
     p.add_argument('--perceptual', default=None, choices=PERCEPTUAL,
                    help="the perceptual loss's network: mocov3 (the paper's default, "
@@ -93,7 +99,23 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     if args.seeds is not None and args.seeds < 1:
         p.error(f'--seeds must be >= 1, got {args.seeds}')
+    try:
+        args.iters = parse_iters(args.iters)
+    except ValueError as e:
+        p.error(f'--iters {e}')
     return args
+
+
+def parse_iters(text: str | None) -> dict[str, int]:
+    """'mocov3=900,tokenizer=400' -> {'mocov3': 900, 'tokenizer': 400}; stages of COST."""
+    out = {}
+    for item in filter(None, (text or '').split(',')):
+        stage, _, n = item.partition('=')
+        if stage not in COST or not n.isdigit() or int(n) < 1:
+            raise ValueError(f'{item!r}: expected STAGE=N with N >= 1 and STAGE one of '
+                             f'{", ".join(COST)}')
+        out[stage] = int(n)
+    return out
 
 
 def set_schedule(cfg, iters: int) -> None:
@@ -136,6 +158,13 @@ class Study:
         self.lambdas = tuple(self.p['lambdas'])
         self.plan = self.make_plan()
         self.t0 = time.time()
+
+    def change(self, iters: dict[str, int] | None = None, **settings) -> None:
+        """The profile with `settings` (n_pretrain, val_per_class, rotate; None keeps the
+        profile's) and the stages' `iters` replaced; the plan follows."""
+        self.p = dict(self.p, **{k: v for k, v in settings.items() if v is not None},
+                      iters={**self.p['iters'], **(iters or {})})
+        self.plan = self.make_plan()
 
     def make_plan(self):
         """The RunPlan (console progress and ETA) of the runs: (run folder, description,
@@ -273,6 +302,8 @@ def stage_world(study: Study) -> dict:
     p = study.p
     args = dict(n_pretrain=p['n_pretrain'], val_per_class=p['val_per_class'],
                 judge_per_class=p['judge_per_class'])
+    if not p.get('rotate', True):  # written into done.json only when set: older worlds match
+        args['rotate'] = False
     if done.is_file() and json.loads(done.read_text()) == args:
         print('world: written earlier, kept', flush=True)
     else:
@@ -581,9 +612,8 @@ def main(argv=None) -> Path:
     import peco_mm  # noqa: F401
     from peco_mm.engine.console import fmt_time
     study = Study(args.work_dir, args.profile, args.seeds, args.perceptual, args.bf16_targets)
-    for key in ('n_pretrain', 'val_per_class'):
-        if getattr(args, key) is not None:
-            study.p = dict(study.p, **{key: getattr(args, key)})
+    study.change(n_pretrain=args.n_pretrain, val_per_class=args.val_per_class,
+                 iters=args.iters, rotate=False if args.no_rotation else None)
     if args.only_seeds:
         study.seeds = [int(v) for v in args.only_seeds.split(',')]
         study.plan = study.make_plan()

@@ -5,7 +5,9 @@
 # into PeCoViT weights. Trained twice with different seeds: one network is the tokenizers'
 # perceptual loss, the other only measures (the perceptual distance of Table 4).
 # Deviations (toy scale, CPU): fp32, iterations instead of 300 epochs, crops 0.35-1 of the
-# image (smaller crops cut the object away at 32 px).
+# image (smaller crops cut the object away at 32 px), and a stronger colour jitter (below).
+# It learns shape only in a world drawn upright (tools/study.py --no-rotation): rotation is
+# not among its augmentations, so a per-image angle tells two views apart as well.
 _base_ = '../demo/mocov3_vit_tiny_photos.py'
 
 data_root = 'work_dirs/study/world/pretrain'  # <root>/train/unlabeled/*.png
@@ -13,9 +15,23 @@ img_size = 32
 max_iters = 300  # x 64 images x 2 views
 
 model = dict(backbone=dict(img_size=img_size, patch_size=4))
-views = [[dict(t, scale=img_size, crop_ratio_range=(0.35, 1.0))
-          if t['type'] == 'RandomResizedCrop' else t for t in view]
-         for view in (_base_.view_pipeline1, _base_.view_pipeline2)]
+
+
+def _toy_view(t):
+    """A view transform at toy scale: crops of 35-100 %, and colour removed as a shortcut
+    (every world image draws its own colours, and the recipe's weak jitter leaves them
+    recognisable, so two views match by colour alone): hue jitter 0.5 (the whole circle),
+    saturation 0.8, grey-scale with p = 0.5 instead of 0.1 / 0.2 / 0.2."""
+    if t['type'] == 'RandomResizedCrop':
+        return dict(t, scale=img_size, crop_ratio_range=(0.35, 1.0))
+    if t['type'] == 'RandomApply':
+        return dict(t, transforms=[dict(t['transforms'][0], saturation=0.8, hue=0.5)])
+    if t['type'] == 'RandomGrayscale':
+        return dict(t, prob=0.5)
+    return t
+
+
+views = [[_toy_view(t) for t in view] for view in (_base_.view_pipeline1, _base_.view_pipeline2)]
 train_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='MultiView', num_views=[1, 1], transforms=views),

@@ -213,3 +213,31 @@ def test_supervised_perceptual_network_feeds_the_tokenizers(tmp_path):
         assert 'tokenizer/codeword_probe_acc' in res['metrics']
     with pytest.raises(ValueError, match="perceptual='vgg'"):
         study_tool.Study(str(tmp_path), 'quick', perceptual='vgg')
+
+
+def test_upright_world_and_stage_iterations_from_the_command_line(tmp_path):
+    """--no-rotation draws the study's world upright (and a world written with rotation is
+    not reused for it); --iters replaces stages' schedules, and a typo is refused."""
+    from tests.conftest import load_tool
+    study_tool = load_tool('study')
+    args = study_tool.parse_args(['--profile', 'quick', '--no-rotation',
+                                  '--iters', 'mocov3=5,tokenizer=3'])
+    assert args.no_rotation and args.iters == dict(mocov3=5, tokenizer=3)
+    for bad in ('mocov=5', 'mocov3=0', 'mocov3', 'tokenizer=x'):
+        with pytest.raises(SystemExit):
+            study_tool.parse_args(['--iters', bad])
+    study = study_tool.Study(str(tmp_path), 'quick', seeds=1)
+    study.p = dict(study.p, n_pretrain=8, val_per_class=1, judge_per_class=1)
+    rotated = study_tool.stage_world(study)
+    assert 'rotate' not in rotated  # the recorded settings of worlds written before
+    before = np.asarray(Image.open(next((tmp_path / 'world' / 'pretrain').rglob('*.png'))))
+    study.change(iters=args.iters, rotate=False)
+    assert study.p['iters']['mocov3'] == 5 and study.p['iters']['judge'] == 2
+    assert study_tool.stage_world(study) == dict(rotated, rotate=False)
+    after = np.asarray(Image.open(next((tmp_path / 'world' / 'pretrain').rglob('*.png'))))
+    assert not np.array_equal(before, after)  # rewritten upright, not kept
+    cfg = study.config('mocov3_vit_tiny_world.py', 'mocov3', 0)
+    assert cfg.train_cfg.max_iters == 5
+    # the recipe's colour shortcut is removed (see the config)
+    jitter = cfg.train_pipeline[1].transforms[0][1]
+    assert jitter.transforms[0].hue == 0.5 and cfg.train_pipeline[1].transforms[0][2].prob == 0.5
