@@ -520,15 +520,15 @@ def reconstruction_grid(study: Study, res: dict) -> Path:
     cls/val images, one per class, seed 0."""
     import torch
 
-    from peco_mm.tokenizer import PeCoTokenizer
+    from peco_mm.tokenizer import FrozenPeCoTokenizer
     from peco_mm.utils.image import image_grid, load_images, save_png
     val = study.wd / 'world' / 'cls' / 'val'
     files = [sorted(d.glob('*.png'))[0] for d in sorted(val.iterdir())]
     x = load_images(files)  # (10, 3, 32, 32) in [-1, 1]
     rows = [x]
     for lam in (0.0, 1.0):
-        tok = PeCoTokenizer.from_checkpoint(res['tokenizers'][(lam, study.seeds[0])]['ckpt'],
-                                            with_decoder=True)
+        tok = FrozenPeCoTokenizer(res['tokenizers'][(lam, study.seeds[0])]['ckpt'],
+                                  with_decoder=True)
         with torch.no_grad():
             rows.append(tok.decode(tok.encode(x)))
     return save_png(image_grid(rows), study.wd / 'report_files' / 'reconstructions.png',

@@ -153,7 +153,7 @@ def main(argv=None):
     import numpy as np
     from tqdm import tqdm
 
-    from peco_mm.tokenizer import PeCoTokenizer
+    from peco_mm.tokenizer import FrozenPeCoTokenizer
     from peco_mm.utils.distributed import barrier, finish, init_from_env
     from peco_mm.utils.image import find_images
     rank, world, device = init_from_env(args.device)
@@ -167,7 +167,8 @@ def main(argv=None):
         raise SystemExit(f'tokenize_dataset.py: --arch {", ".join(unknown)}: not an '
                          f'architecture argument; allowed: {", ".join(ARCH_KEYS)}')
     try:
-        tok = PeCoTokenizer.from_checkpoint(args.checkpoint, map_location=device, **args.arch)
+        tok = FrozenPeCoTokenizer(args.checkpoint, config_key='CHECKPOINT', **args.arch)
+        tok.to(device)
     except ValueError as err:
         raise SystemExit(f'tokenize_dataset.py: {err}. Give it with --arch KEY=VALUE ... '
                          '(e.g. --arch encoder_type=vit embed_dims=32 num_embeddings=8192 '

@@ -34,14 +34,15 @@ def main(argv=None):
     sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
     import torch
 
-    from peco_mm.tokenizer import PeCoTokenizer
+    from peco_mm.tokenizer import FrozenPeCoTokenizer
     from peco_mm.utils.image import find_images, image_grid, load_images, save_png
     device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
     try:
         files = find_images(args.images)[:args.num]
     except FileNotFoundError as err:
         raise SystemExit(f'visualize_reconstructions.py: {err}')
-    tok = PeCoTokenizer.from_checkpoint(args.checkpoint, with_decoder=True, map_location=device)
+    tok = FrozenPeCoTokenizer(args.checkpoint, with_decoder=True, config_key='CHECKPOINT')
+    tok.to(device)
     img = load_images(files, args.img_size).to(device)  # (B, 3, H, W) in [-1, 1]
     with torch.no_grad():
         recon = tok.decode(tok.encode(img))

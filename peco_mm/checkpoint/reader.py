@@ -1,7 +1,7 @@
 """Reading checkpoint files, one way for the whole project.
 
 Pure: imports no model. `read_checkpoint` is the one gate every weights file passes, whoever
-asks (the tools, `from_checkpoint`, the tokenizer, the perceptual network, and, through the
+asks (the tools, `PeCoViT.from_checkpoint`, the tokenizer, the perceptual network, and, through the
 loader `peco_mm.checkpoint` registers with mmengine, `load_from`, `resume` and every
 `init_cfg` Pretrained). It reads local files and http(s):// URLs (downloaded once into torch
 hub's cache) with torch's weights-only unpickler plus the few mmengine types its

@@ -480,23 +480,6 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
             return
         super().init_weights()
 
-    @classmethod
-    def from_checkpoint(cls, path: str, with_decoder: bool = False, frozen: bool = True,
-                        map_location: str = 'cpu', **overrides) -> 'PeCoTokenizer':
-        """Rebuild a trained tokenizer from a tools/train.py checkpoint (its architecture is
-        read from the config stored in the checkpoint; `overrides` replace arguments).
-        Encoder + quantizer by default, frozen in eval mode; with_decoder=True also loads
-        the decoder (for reconstructions)."""
-        ckpt = _read(path)
-        arch = checkpoint_arch(ckpt, path, {k: v for k, v in overrides.items()
-                                            if k in ARCH_KEYS})
-        kwargs = {**overrides, **arch}
-        kwargs.update(with_decoder=with_decoder, frozen=frozen, perceptual_weight=0.0,
-                      adversarial_weight=0.0)
-        model = cls(**kwargs)
-        load_tokenizer_state(model, path, ckpt)
-        return model.to(map_location)
-
     # ---- helpers ------------------------------------------------------------------------------
     def current_iter(self) -> int:
         from mmengine.logging import MessageHub

@@ -64,13 +64,13 @@ def reference(job, tmp_path_factory):
 
 
 def test_two_workers_give_the_tokenizers_codes(job, reference):
-    from peco_mm.tokenizer import PeCoTokenizer
+    from peco_mm.tokenizer import FrozenPeCoTokenizer
     from peco_mm.utils.image import find_images, load_images
     codes, files, k = reference
     ckpt, images = job
     paths = find_images(images)
     assert files == [os.path.relpath(p, images) for p in paths] and k == 32
-    tok = PeCoTokenizer.from_checkpoint(str(ckpt))
+    tok = FrozenPeCoTokenizer(str(ckpt))
     with torch.no_grad():
         expected = tok.encode(load_images(paths)).numpy()
     assert codes.shape == (40, 8, 8) and codes.dtype == np.uint16

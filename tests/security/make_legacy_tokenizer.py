@@ -39,7 +39,7 @@ log_processor = dict(by_epoch=False)
 def main() -> None:
     sys.path.insert(0, ROOT)
     from peco_mm.engine.launch import run
-    from peco_mm.tokenizer import PeCoTokenizer
+    from peco_mm.tokenizer import FrozenPeCoTokenizer
     from peco_mm.tooling.demo_data import make_class_folder
     tmp = tempfile.mkdtemp()
     try:
@@ -51,7 +51,7 @@ def main() -> None:
         shutil.copy(osp.join(tmp, 'work', 'iter_2.pth'), osp.join(OUT, 'legacy_tokenizer.pth'))
     finally:
         shutil.rmtree(tmp)
-    tok = PeCoTokenizer.from_checkpoint(osp.join(OUT, 'legacy_tokenizer.pth'))
+    tok = FrozenPeCoTokenizer(osp.join(OUT, 'legacy_tokenizer.pth'))
     torch.manual_seed(0)
     img = torch.rand(2, 3, 32, 32) * 2 - 1  # (B, 3, H, W) in [-1, 1]
     torch.save(dict(img=img, codes=tok.encode(img)), osp.join(OUT, 'legacy_tokenizer_codes.pt'))

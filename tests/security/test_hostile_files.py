@@ -71,7 +71,6 @@ def tokenizer_routes():
         PeCoTokenizer(**TINY_TOK, init_cfg=dict(type='Pretrained', checkpoint=str(p))
                       ).init_weights()
     return {
-        'PeCoTokenizer.from_checkpoint': lambda p, c: PeCoTokenizer.from_checkpoint(p),
         'FrozenPeCoTokenizer': lambda p, c: FrozenPeCoTokenizer(str(p)),
         'PeCoTokenizer init_cfg Pretrained': init_cfg,
     }

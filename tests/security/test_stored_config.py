@@ -91,13 +91,13 @@ def test_a_checkpoint_of_the_earlier_format_gives_the_same_codes():
     """The committed file was written by tools/train.py before checkpoints stored the
     architecture as data (tests/security/make_legacy_tokenizer.py); its architecture now comes
     from the config text read as data."""
-    from peco_mm.tokenizer import FrozenPeCoTokenizer, PeCoTokenizer
+    from peco_mm.tokenizer import FrozenPeCoTokenizer
     ckpt = torch.load(LEGACY, weights_only=True)
     assert 'tokenizer_arch' not in ckpt['meta'] and 'model = dict(' in ckpt['meta']['cfg']
     ref = torch.load(LEGACY_CODES, weights_only=True)
-    for tok in (PeCoTokenizer.from_checkpoint(str(LEGACY)), FrozenPeCoTokenizer(str(LEGACY))):
-        assert torch.equal(tok.encode(ref['img']), ref['codes'])
-        assert tok.num_embeddings == 16
+    tok = FrozenPeCoTokenizer(str(LEGACY))
+    assert torch.equal(tok.encode(ref['img']), ref['codes'])
+    assert tok.num_embeddings == 16
 
 
 def test_new_checkpoints_store_the_architecture_as_data(tmp_path, isolated_mmengine):  # noqa: F811
@@ -108,7 +108,7 @@ def test_new_checkpoints_store_the_architecture_as_data(tmp_path, isolated_mmeng
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     from peco_mm.engine.launch import run
-    from peco_mm.tokenizer import PeCoTokenizer
+    from peco_mm.tokenizer import FrozenPeCoTokenizer
     from peco_mm.tooling.demo_data import make_class_folder
     make_class_folder(tmp_path / 'data' / 'train', per_class=2, size=32)
     (tmp_path / 'tok.py').write_text(script.CONFIG.format(root=ROOT, data=tmp_path / 'data'))
@@ -122,7 +122,7 @@ def test_new_checkpoints_store_the_architecture_as_data(tmp_path, isolated_mmeng
     assert meta['model_cfg']['type'] == 'PeCoTokenizer' and meta['model_cfg']['decay'] == 0.9
     del meta['cfg']
     torch.save({'state_dict': ckpt['state_dict'], 'meta': meta}, tmp_path / 'no_text.pth')
-    tok = PeCoTokenizer.from_checkpoint(str(tmp_path / 'no_text.pth'))
-    ref = PeCoTokenizer.from_checkpoint(str(tmp_path / 'work' / 'iter_2.pth'))
+    tok = FrozenPeCoTokenizer(str(tmp_path / 'no_text.pth'))
+    ref = FrozenPeCoTokenizer(str(tmp_path / 'work' / 'iter_2.pth'))
     x = torch.rand(1, 3, 32, 32) * 2 - 1
     assert torch.equal(tok.encode(x), ref.encode(x))

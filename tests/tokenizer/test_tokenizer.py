@@ -127,14 +127,14 @@ def test_target_generator_from_checkpoint(tmp_path):
     cfg = Config(dict(model=dict(type='PeCoTokenizer', **TINY)))
     path = tmp_path / 'tok.pth'
     torch.save(dict(state_dict=t.state_dict(), meta=dict(cfg=cfg.pretty_text)), path)
-    gen = PeCoTokenizer.from_checkpoint(str(path))
+    gen = FrozenPeCoTokenizer(str(path))
     assert gen.decoder is None and not gen.training
     assert not any(p.requires_grad for p in gen.parameters())
     gen.train()
     assert not gen.training  # stays frozen
     t.eval()
     assert torch.equal(gen.encode(x), t.encode(x))
-    full = PeCoTokenizer.from_checkpoint(str(path), with_decoder=True)
+    full = FrozenPeCoTokenizer(str(path), with_decoder=True)
     assert torch.allclose(full.decode(t.encode(x)), t.decode(t.encode(x)))
     # the config route: init_cfg=Pretrained, as a MIM config builds it
     init = PeCoTokenizer(**TINY, with_decoder=False, frozen=True,

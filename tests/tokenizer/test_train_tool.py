@@ -85,8 +85,8 @@ def test_train_then_test_tool(tmp_path, image_folder):
     got0 = dict(re.findall(r'tokenizer/(\w+): ([\d.]+)', out0.stdout + out0.stderr))
     assert float(got0['perceptual']) == got['perceptual'] > 0
     # the trained checkpoint loads as a frozen target generator
-    from peco_mm.tokenizer import PeCoTokenizer
-    gen = PeCoTokenizer.from_checkpoint(str(ckpt))
+    from peco_mm.tokenizer import FrozenPeCoTokenizer
+    gen = FrozenPeCoTokenizer(str(ckpt))
     assert gen.num_embeddings == 64 and gen.encode(torch.zeros(2, 3, 32, 32)).shape == (2, 8, 8)
     # ... and as the pretraining configs build it, from the file alone (the run stored its
     # config in the checkpoint: 3 stages of 8/16/16 channels, K = 64, D = 16)

@@ -5,8 +5,7 @@ need the model's arguments would have to parse that text; `ArchitectureMetaHook`
 as plain dicts beside it, which the weights-only loader reads back as data:
 
 - `meta['tokenizer_arch']`: the architecture arguments (`ARCH_KEYS`) of the tokenizer, or of
-  a pretraining model's target generator: what `PeCoTokenizer.from_checkpoint` and
-  `FrozenPeCoTokenizer` rebuild it from;
+  a pretraining model's target generator: what `FrozenPeCoTokenizer` rebuilds it from;
 - `meta['model_cfg']`: the run's model config, which `ResumeCheckHook` compares with the
   config of a run that resumes from the checkpoint.
 """
