@@ -62,6 +62,7 @@ EPILOG = """examples:
   tools/study.py --profile demo --work-dir work_dirs/demo    # what `make demo` runs
   tools/study.py --profile quick --work-dir /tmp/q            # every stage for 2 steps (tests)
   tools/study.py --seeds 5                        # more seeds; finished runs are kept
+  tools/study.py --no-rotation --iters mocov3=900 # MoCo v3 where it learns some shape
 """
 
 
