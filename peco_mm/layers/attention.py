@@ -53,6 +53,8 @@ class Attention(nn.Module):
 
 
 class Mlp(nn.Module):
+    """timm's `Mlp` with the same weight names (tests/layers/test_host_parity.py); kept here
+    because importing timm takes about a second at every ViT build."""
 
     def __init__(self, dim: int, hidden_dim: int, drop: float = 0.0) -> None:
         super().__init__()

@@ -24,7 +24,9 @@ def patch_grid(img: torch.Tensor, patch_size: int) -> tuple[int, int]:
 
 def resize_pos_embed(pos_embed: torch.Tensor, src_grid: tuple[int, int],
                      dst_grid: tuple[int, int], num_extra_tokens: int = 1) -> torch.Tensor:
-    """Resize an absolute position table (1, extra + h*w, C) to another patch grid."""
+    """Resize an absolute position table (1, extra + h*w, C) to another patch grid: bicubic,
+    no antialiasing, as BEiT and mmpretrain (timm's `resample_abs_pos_embed` with
+    antialias=False; kept here to build a ViT without importing timm)."""
     if tuple(src_grid) == tuple(dst_grid):
         return pos_embed
     n_src = src_grid[0] * src_grid[1]
@@ -43,7 +45,8 @@ def relative_position_index(grid: tuple[int, int]) -> torch.Tensor:
     """BEiT's index into the bias table for a grid plus one cls token: (1+h*w, 1+h*w) long.
 
     Patch pairs index the (2h-1)*(2w-1) relative offsets; the last three entries of the
-    table are cls->patch, patch->cls and cls->cls.
+    table are cls->patch, patch->cls and cls->cls. timm's `gen_relative_position_index` with
+    class_token=True gives the same; kept here to build a ViT without importing timm.
     """
     h, w = grid
     coords = torch.stack(torch.meshgrid(torch.arange(h), torch.arange(w), indexing='ij'))
