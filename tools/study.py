@@ -613,11 +613,10 @@ def main(argv=None) -> Path:
     import peco_mm  # noqa: F401
     from peco_mm.engine.console import fmt_time
     study = Study(args.work_dir, args.profile, args.seeds, args.perceptual, args.bf16_targets)
-    study.change(n_pretrain=args.n_pretrain, val_per_class=args.val_per_class,
-                 iters=args.iters, rotate=False if args.no_rotation else None)
     if args.only_seeds:
         study.seeds = [int(v) for v in args.only_seeds.split(',')]
-        study.plan = study.make_plan()
+    study.change(n_pretrain=args.n_pretrain, val_per_class=args.val_per_class,
+                 iters=args.iters, rotate=False if args.no_rotation else None)
     study.wd.mkdir(parents=True, exist_ok=True)
     load0 = os.getloadavg()
     print(f'{args.title}: profile {args.profile}, seeds {study.seeds}, lambdas '

@@ -49,13 +49,13 @@ def mask_generator(pipeline: list, grid: tuple[int, int], num_masked: int | None
                    min_block: int | None):
     """The pipeline's mask generator (BEiT's block-wise 75 of 196 when it names none) on the
     image's patch grid, with --num-masked and --min-block applied."""
-    from peco_mm.datasets.mim_transforms import mask_step_of
+    from peco_mm.datasets.mim_transforms import RandomMaskGenerator, mask_step_of
     from peco_mm.registry import TRANSFORMS
     n = grid[0] * grid[1]
     step = mask_step_of(pipeline) or dict(type='BlockwiseMaskGenerator',
                                           num_masking_patches=round(75 / 196 * n))
     step['input_size'] = grid
-    if step['type'] == 'RandomMaskGenerator':
+    if issubclass(TRANSFORMS.get(step['type']), RandomMaskGenerator):
         if num_masked is not None:
             step['mask_ratio'] = num_masked / n
         return TRANSFORMS.build(step)

@@ -3,7 +3,7 @@
 A mask generator is a pipeline transform that adds `results['mask']`, a (H, W) bool array over
 the ViT's patch grid with a fixed number of True (masked) patches. `PeCo` and `PeCoMAE` read it
 from the data samples, and `tools/visualize_mim.py` and the benchmark build the generator that
-the config's pipeline names (`mask_generator_of`). A new strategy subclasses `MaskGenerator`,
+the config's pipeline names (`mask_step_of`). A new strategy subclasses `MaskGenerator`,
 implements `generate`, and is registered; nothing else names it.
 
 - `BlockwiseMaskGenerator`: block-wise masking (BEiT, Bao et al. 2022, Alg. 1; PeCo Sec. 3.3).
@@ -26,12 +26,12 @@ preprocessor normalises it twice), two views when `second_size` differs.
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from typing import Sequence
 
 import numpy as np
-from mmcv.transforms import BaseTransform
-
 import torch
+from mmcv.transforms import BaseTransform
 
 from ..registry import TRANSFORMS
 
@@ -55,8 +55,9 @@ class MaskGenerator(BaseTransform):
         results['mask'] = self.generate()
         return results
 
+    @abstractmethod
     def generate(self) -> np.ndarray:
-        raise NotImplementedError
+        """One mask: (H, W) bool, exactly `num_masking_patches` True."""
 
 
 def grid_size(input_size: int | Sequence[int]) -> tuple[int, int]:
@@ -69,18 +70,12 @@ def grid_size(input_size: int | Sequence[int]) -> tuple[int, int]:
 
 def mask_step_of(pipeline: list) -> dict | None:
     """A copy of the config of the mask generator a data pipeline (a list of transform
-    configs) names; None when it has none."""
+    configs) names, for `TRANSFORMS.build`; None when it has none."""
     for step in pipeline:
         cls = TRANSFORMS.get(step.get('type')) if isinstance(step, dict) else None
         if isinstance(cls, type) and issubclass(cls, MaskGenerator):
             return dict(step)
     return None
-
-
-def mask_generator_of(pipeline: list) -> MaskGenerator | None:
-    """The mask generator a data pipeline names, built; None when it has none."""
-    step = mask_step_of(pipeline)
-    return None if step is None else TRANSFORMS.build(step)
 
 
 @TRANSFORMS.register_module()

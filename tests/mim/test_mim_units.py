@@ -10,7 +10,8 @@ from scipy import ndimage
 from conftest import REPO, TINY_VIT
 
 from peco_mm.datasets.mim_transforms import (BlockwiseMaskGenerator, RandomMaskGenerator,
-                                             mask_generator_of)
+                                             mask_step_of)
+from peco_mm.registry import TRANSFORMS
 
 
 def tiny_peco(tokenizer, num_classes=None, **kw):
@@ -187,12 +188,27 @@ def test_random_masks_are_maes(grid, ratio):
     assert gen.transform({})['mask'].shape == (grid, grid)
 
 
-def test_mask_generator_of_a_pipeline_and_bad_ratios():
+def test_mask_step_of_a_pipeline_and_bad_ratios():
     pipe = [dict(type='LoadImageFromFile'), dict(type='BlockwiseMaskGenerator', input_size=4,
                                                  num_masking_patches=6, min_num_patches=2)]
-    gen = mask_generator_of(pipe)
+    gen = TRANSFORMS.build(mask_step_of(pipe))
     assert isinstance(gen, BlockwiseMaskGenerator) and gen.generate().sum() == 6
-    assert mask_generator_of(pipe[:1]) is None
+    assert mask_step_of(pipe[:1]) is None
+    # a new strategy: subclass, implement generate, register; the seam finds it by its class
+    from peco_mm.datasets.mim_transforms import MaskGenerator
+    with pytest.raises(TypeError, match='generate'):
+        MaskGenerator()
+
+    class FirstRowMask(MaskGenerator):
+        def __init__(self, input_size=4):
+            self.set_grid(input_size, 4)
+
+        def generate(self):
+            return np.arange(16).reshape(4, 4) < 4
+
+    TRANSFORMS.register_module(name='TestFirstRowMask', module=FirstRowMask, force=True)
+    step = mask_step_of(pipe[:1] + [dict(type='TestFirstRowMask', input_size=4)])
+    assert TRANSFORMS.build(step).transform({})['mask'][0].all()
     for ratio in (0.0, 1.0, 0.01):  # none masked, none visible, rounds to none on 4x4
         with pytest.raises(ValueError, match=f'mask_ratio={ratio}'):
             RandomMaskGenerator(4, ratio)
@@ -300,7 +316,7 @@ def test_shipped_pretrain_configs_state_the_paper_settings():
         assert math.isclose(mask.num_masking_patches / grid ** 2, 75 / 196, rel_tol=0.01)
     mae = Config.fromfile(f'{REPO}/configs/peco/pretrain_mae_vitb_in1k_800e.py')
     assert mae.model.type == 'PeCoMAE' and 'mask_ratio' not in mae.model
-    mask = mask_generator_of(mae.train_dataloader.dataset.pipeline)
+    mask = TRANSFORMS.build(mask_step_of(mae.train_dataloader.dataset.pipeline))
     assert isinstance(mask, RandomMaskGenerator)
     assert (mask.height, mask.width, mask.mask_ratio) == (14, 14, 0.75)
     beit = Config.fromfile(f'{REPO}/configs/peco/pretrain_beit_dalle_vitb_in1k_300e.py')
@@ -312,3 +328,15 @@ def test_benchmark_smoke_runs_all_four_models():
     res = bench_pretrain(PRETRAIN_MODELS, batch=4, steps=1, warmup=1, device='cpu', smoke=True)
     assert [r['model'] for r in res] == ['peco', 'beit', 'mae', 'peco_mae']
     assert all(r['ms_per_step'] > 0 and r['trainable_m'] > 0 for r in res)
+
+
+def test_visualize_mim_takes_the_configs_mask_generator():
+    from tests.conftest import load_tool
+    tool = load_tool('visualize_mim')
+    mae = [dict(type='RandomMaskGenerator', input_size=14, mask_ratio=0.75)]
+    gen = tool.mask_generator(mae, (4, 4), None, None)  # moved to the image's grid
+    assert isinstance(gen, RandomMaskGenerator) and gen.num_masking_patches == 12
+    assert tool.mask_generator(mae, (4, 4), 6, None).generate().sum() == 6
+    beit = tool.mask_generator([], (4, 4), None, 3)  # none named: BEiT's 75 of 196
+    assert isinstance(beit, BlockwiseMaskGenerator)
+    assert (beit.num_masking_patches, beit.min_num_patches) == (6, 3)
