@@ -74,7 +74,7 @@ def parse_args(argv=None):
 
     t = add('tokenizer', 'tokenizer encode() throughput', 32, 10, 2)
     pre = add('pretrain', 'one MIM pretraining step: PeCo, BEiT, MAE, PeCo_MAE', 64, 10, 3)
-    d = add('dense', 'one training step of configs (UperNet, Mask R-CNN)', 1, 2, 1)
+    d = add('dense', 'one training step of configs (UperNet, Mask R-CNN, TimeSformer)', 1, 2, 1)
     a = add('all', 'tokenizer + pretrain + dense (dense at batch 1)', 32, 5, 2)
     da = add('data', "a config's train pipeline, ms per sample (--steps samples)", 1, 300, 10)
     da.add_argument('configs', nargs='*', help=f'default: {" ".join(DATA)}')
@@ -95,6 +95,12 @@ def parse_args(argv=None):
         s.add_argument('--target-bf16', action='store_true',
                        help="PeCo's frozen target encoder in bf16 autocast (default: its "
                        '`encode_bf16`, which is off; fp32 on a CPU)')
+        s.add_argument('--target-contiguous', action='store_true',
+                       help="PeCo's frozen target encoder in the contiguous memory format "
+                       '(default: channels-last, as the tokenizer)')
+        s.add_argument('--compile-target', action='store_true',
+                       help="PeCo's frozen target encoder through torch.compile (compiled "
+                       'during the warm-up steps: give --warmup 2 or more)')
     for s in (d, a):
         s.add_argument('configs', nargs='*', help=f'default: {" ".join(DENSE)} (with --smoke '
                        "the demo's toy configs)")
@@ -329,7 +335,8 @@ def run_timing(args) -> tuple[dict, list[str]]:
         for prec in precisions or [None]:
             amp = amp if prec is None else {'fp32': 'none', 'bf16': 'bf16'}[prec]
             rows = bm.bench_pretrain(args.models, batch, steps, warmup, args.device, amp, smoke,
-                                     args.target_bf16)
+                                     args.target_bf16, not args.target_contiguous,
+                                     args.compile_target)
             res['pretrain'] += [with_precision(r, 'model', prec, gemm) for r in rows]
         lines += [f'{"smoke sizes" if smoke else "ViT-B/16 at 224 px"}, batch {batch}, amp '
                   f"{amp if not precisions else ' / '.join(precisions)}, median of {steps} "

@@ -207,24 +207,45 @@ def pretrain_inputs(name: str, s: dict, batch: int, device: str):
 
 
 def bench_pretrain(models: Sequence[str], batch: int, steps: int, warmup: int, device: str,
-                   amp: str = 'none', smoke: bool = False, target_bf16: bool = False
+                   amp: str = 'none', smoke: bool = False, target_bf16: bool = False,
+                   target_channels_last: bool = True, compile_target: bool = False
                    ) -> list[dict]:
-    """One step = forward, backward and AdamW update; median ms over `steps`. `target_bf16`:
-    PeCo's frozen target encoder in bf16 autocast (`encode(img, bf16=True)`) instead of its
-    default (fp32 on a CPU); BEiT's DALL-E encoder follows the step's autocast anyway."""
+    """One step = forward, backward and AdamW update; median ms over `steps`. For PeCo's frozen
+    target encoder (BEiT's DALL-E encoder follows the step's autocast anyway):
+    `target_bf16`: bf16 autocast (`encode(img, bf16=True)`) instead of its default (fp32 on a
+    CPU); `target_channels_last`: its memory format (the tokenizer's default: channels-last);
+    `compile_target`: the encoder through `torch.compile` (compiled in the warm-up steps)."""
     s = pretrain_sizes(smoke)
-    return [time_pretrain_step(name, s, batch, steps, warmup, device, amp, target_bf16)
+    return [time_pretrain_step(name, s, batch, steps, warmup, device, amp, target_bf16,
+                               target_channels_last, compile_target)
             for name in models]
 
 
+def set_target_encoder(target: torch.nn.Module, channels_last: bool, compile_: bool) -> str:
+    """PeCo's frozen target set up as asked; returns the tags for the benchmark row."""
+    tags = []
+    if not channels_last:
+        target.channels_last = False
+        target.encoder.to(memory_format=torch.contiguous_format)
+        tags.append('contiguous target')
+    if compile_:
+        target.encoder = torch.compile(target.encoder)
+        tags.append('compiled target')
+    return ''.join(f' ({t})' for t in tags)
+
+
 def time_pretrain_step(name: str, s: dict, batch: int, steps: int, warmup: int, device: str,
-                       amp: str, target_bf16: bool = False) -> dict:
+                       amp: str, target_bf16: bool = False, target_channels_last: bool = True,
+                       compile_target: bool = False) -> dict:
     torch.manual_seed(0)
     model = build_pretrain_model(name, s).to(device).train()
     target = getattr(model, 'target_generator', None)
     peco_target = name in ('peco', 'peco_mae')  # PeCo's tokenizer as target: fp32 unless asked
+    tags = ''
     if peco_target:
         target.encode = partial(target.encode, bf16=target_bf16)
+        tags = (' (bf16 target)' if target_bf16 else '') + set_target_encoder(
+            target, target_channels_last, compile_target)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-4)
     inputs, samples = pretrain_inputs(name, s, batch, device)
@@ -248,7 +269,7 @@ def time_pretrain_step(name: str, s: dict, batch: int, steps: int, warmup: int, 
     ms = statistics.median(time_steps(step, steps, warmup, device)) * 1000
     # counted on one image and scaled: a step's FLOPs are linear in the batch (tested)
     gflops = count_gflops(lambda: step(*pretrain_inputs(name, s, 1, device))) * batch
-    row = dict(model=name + (' (bf16 target)' if target_bf16 and peco_target else ''),
+    row = dict(model=name + tags,
                ms_per_step=round(ms, 2),
                img_per_s=round(batch / ms * 1000, 2),
                gflops_per_step=round(gflops, 3), gflop_per_s=round(gflops / ms * 1000, 1),
@@ -345,13 +366,18 @@ def build_model(cfg, device: str, batch: int) -> torch.nn.Module:
 
 
 def synthetic_results(scope: str, rng: np.random.Generator, num_classes: int,
-                      with_annotations: bool) -> dict:
+                      with_annotations: bool, frames: int = 0) -> dict:
     """What the config's loading steps would return for one random 640x480 photo: the image,
-    and for mmseg a random label map, for mmdet three boxes with masks."""
+    and for mmseg a random label map, for mmdet three boxes with masks. For mmaction
+    (`frames` > 0): the decoded frames of one random clip of a 300-frame video and its label."""
     h, w = SYNTH_HW
+    label = int(rng.integers(0, max(num_classes, 1)))
+    if scope == 'mmaction':
+        imgs = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for _ in range(frames)]
+        return dict(imgs=imgs, img_shape=(h, w), original_shape=(h, w), label=label,
+                    total_frames=300, start_index=0, modality='RGB', filename='synthetic.mp4')
     res = dict(img=rng.integers(0, 256, (h, w, 3), dtype=np.uint8), img_shape=(h, w),
-               ori_shape=(h, w), gt_label=int(rng.integers(0, max(num_classes, 1))),
-               img_id=0, img_path='synthetic.jpg')
+               ori_shape=(h, w), gt_label=label, img_id=0, img_path='synthetic.jpg')
     if not with_annotations:
         return res
     if scope == 'mmseg':
@@ -374,7 +400,7 @@ def synthetic_results(scope: str, rng: np.random.Generator, num_classes: int,
 
 def num_classes_of(model_cfg) -> int:
     """The class count a config's heads declare (decode_head, roi_head.bbox_head, head)."""
-    for path in (('decode_head', ), ('roi_head', 'bbox_head'), ('head', )):
+    for path in (('decode_head', ), ('roi_head', 'bbox_head'), ('head', ), ('cls_head', )):
         node = model_cfg
         for key in path:
             node = node.get(key) if isinstance(node, dict) else None
@@ -385,18 +411,28 @@ def num_classes_of(model_cfg) -> int:
     return 2
 
 
+def is_loading_step(step: dict) -> bool:
+    """A step that reads a file: Load* (images, annotations), and a video's reader
+    (DecordInit / DecordDecode, PyAV*, OpenCV*, RawFrameDecode)."""
+    name = str(step['type'])
+    return name.startswith('Load') or name.endswith(('Init', 'Decode'))
+
+
 def train_transform(cfg) -> tuple[Callable, Callable]:
-    """The config's train pipeline without its Load* steps, and `make(rng)` -> what those
-    loading steps would return for one random photo (`synthetic_results`)."""
+    """The config's train pipeline without its loading steps, and `make(rng)` -> what those
+    steps would return for one random photo or clip (`synthetic_results`)."""
     from mmengine.dataset import Compose
     pipeline = cfg.train_dataloader.dataset.get('pipeline')
     if pipeline is None:
         raise ValueError('train_dataloader.dataset.pipeline: the config has none; the synthetic '
                          'batch runs the train pipeline')
-    steps = [t for t in pipeline if not str(t['type']).startswith('Load')]
+    steps = [t for t in pipeline if not is_loading_step(t)]
     with_ann = any(t['type'] == 'LoadAnnotations' for t in pipeline)
+    frames = sum(t.get('clip_len', 1) * t.get('num_clips', 1) for t in pipeline
+                 if t['type'] == 'SampleFrames')
     make = partial(synthetic_results, cfg.get('default_scope', 'mmpretrain'),
-                   num_classes=num_classes_of(cfg.model), with_annotations=with_ann)
+                   num_classes=num_classes_of(cfg.model), with_annotations=with_ann,
+                   frames=frames)
     return Compose(steps), make
 
 

@@ -304,3 +304,55 @@ def test_target_bf16_runs_the_frozen_encoder_in_bf16(monkeypatch):
     seen.clear()
     bm.bench_pretrain(['peco'], 2, 1, 0, 'cpu', 'bf16', smoke=True)  # the default: fp32
     assert seen and set(seen) == {torch.float32}
+
+
+def test_target_layout_and_compile_options_reach_the_frozen_encoder(monkeypatch):
+    """`--target-contiguous` runs PeCo's target encoder on contiguous weights and inputs (the
+    tokenizer's default is channels-last), `--compile-target` hands the encoder to
+    torch.compile; both tag the row, and neither touches a model without a PeCo target."""
+    from peco_mm.tooling import benchmark as bm
+    layouts, compiled = [], []
+    build = bm.build_pretrain_model
+
+    def recording_build(name, s):
+        model = build(name, s)
+        target = getattr(model, 'target_generator', None)
+        if target is not None:
+            conv = next(m for m in target.encoder.modules() if isinstance(m, torch.nn.Conv2d))
+            conv.register_forward_pre_hook(lambda m, i: layouts.append(
+                (i[0].is_contiguous(), m.weight.is_contiguous())))
+        return model
+
+    def fake_compile(module):
+        compiled.append(module)
+        return module
+
+    monkeypatch.setattr(bm, 'build_pretrain_model', recording_build)
+    monkeypatch.setattr(torch, 'compile', fake_compile)
+    rows = bm.bench_pretrain(['peco', 'mae'], 2, 1, 0, 'cpu', 'none', smoke=True,
+                             target_channels_last=False, compile_target=True)
+    assert [r['model'] for r in rows] == ['peco (contiguous target) (compiled target)', 'mae']
+    assert layouts and set(layouts) == {(True, True)}
+    assert len(compiled) == 1 and isinstance(compiled[0], torch.nn.Module)
+    layouts.clear()
+    rows = bm.bench_pretrain(['peco'], 2, 1, 0, 'cpu', 'none', smoke=True)  # the default
+    assert rows[0]['model'] == 'peco' and len(compiled) == 1
+    assert layouts and set(layouts) == {(False, False)}  # channels-last: not contiguous
+    args = load_tool('benchmark').parse_args(['pretrain', '--target-contiguous',
+                                              '--compile-target'])
+    assert args.target_contiguous and args.compile_target
+
+
+def test_a_video_configs_synthetic_batch_is_a_clip_through_its_own_pipeline():
+    """The dense benchmark times a TimeSformer config on random clips: the reader steps
+    (DecordInit / DecordDecode) are replaced, the rest of mmaction2's pipeline runs (8 frames
+    sampled, cropped to 224, NCTHW), and the label is one of the head's classes."""
+    from peco_mm.tooling import benchmark as bm
+    cfg = bm.load_config(str(ROOT / 'configs/peco/timesformer_vitb_k400.py'))
+    assert [bm.is_loading_step(t) for t in cfg.train_dataloader.dataset.pipeline][:3] == [
+        True, False, True]
+    data = bm.synthetic_batch(cfg, 2)
+    assert [tuple(x.shape) for x in data['inputs']] == [(1, 3, 8, 224, 224)] * 2
+    labels = [int(s.gt_label) for s in data['data_samples']]
+    assert all(0 <= y < 400 for y in labels)
+    assert bm.num_classes_of(cfg.model) == 400
