@@ -20,10 +20,13 @@ model = dict(
 
 train_pipeline = [
     dict(type='LoadImageFromFile'),
+    # MAE flips after its crop; the flip comes first here, as in ../_base_/pretrain/mim_in1k.py
+    # (the same distribution of views): after the crop there are two views, which RandomFlip
+    # does not take
+    dict(type='RandomFlip', prob=0.5, direction='horizontal'),
     # one 224 px view for the ViT and the tokenizer (see ../_base_/pretrain/mim_in1k.py)
     dict(type='RandomResizedCropAndInterpolationWithTwoPic', size=224,
          interpolation='bicubic', second_interpolation='bicubic', scale=(0.2, 1.0)),
-    dict(type='RandomFlip', prob=0.5, direction='horizontal'),
     dict(type='RandomMaskGenerator', input_size=14, mask_ratio=0.75),  # MAE's random 75 %
     dict(type='PackInputs'),
 ]

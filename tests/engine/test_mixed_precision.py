@@ -40,7 +40,7 @@ STAGES = {
         'model.neck': dict(type='PeCoMAEDecoder', grid=4, embed_dims=32, num_layers=1,
                            num_heads=4),
         'model.target_generator': TINY_TOKENIZER,
-        'train_dataloader.dataset.pipeline.1.size': 32,
+        'train_dataloader.dataset.pipeline.2.size': 32,  # after the flip
         'train_dataloader.dataset.pipeline.3.input_size': 4}, 0.01),
     'upernet': ('configs/demo/upernet_tiny_shapes.py', {}, 0.01),
     # fp16 in the config (mmdet's AMP) -> bf16 on the CPU; the RPN's bf16 scores can pick
