@@ -1,5 +1,6 @@
 """Shared test helpers: synthetic image folders, running the tools in a subprocess, and reading
 what a run wrote."""
+import contextlib
 import json
 import os
 import subprocess
@@ -46,6 +47,30 @@ def scalars(work_dir) -> list[dict]:
 def run_log(work_dir) -> str:
     """The text of the newest <work_dir>/<timestamp>/<timestamp>.log."""
     return sorted(Path(work_dir).glob('*/*.log'))[-1].read_text()
+
+
+@contextlib.contextmanager
+def mmengine_instances_dropped():
+    """Runs inside the test process leave mmengine's global instances (scope, visualizer,
+    message hub, loggers with open log files) behind; drop the ones made inside the block, so
+    later runs neither see them nor write each log line to every earlier run's file."""
+    from mmengine.utils import ManagerMixin
+
+    def kinds(cls=ManagerMixin):  # every subclass keeps its own instances (UniversalVisualizer...)
+        for sub in cls.__subclasses__():
+            yield sub
+            yield from kinds(sub)
+
+    before = {k: set(k._instance_dict) for k in kinds()}
+    try:
+        yield
+    finally:
+        for k in kinds():
+            for name in set(k._instance_dict) - before.get(k, set()):
+                inst = k._instance_dict.pop(name)
+                for h in getattr(inst, 'handlers', [])[:]:  # the loggers' open log files
+                    h.close()
+                    inst.removeHandler(h)
 
 
 @pytest.fixture

@@ -294,7 +294,9 @@ def load_config(path: str, options: dict | None = None):
 
 def random_weights(model_cfg: dict):
     """The model config without pretrained files: every `init_cfg` of type Pretrained dropped,
-    and `require_target_checkpoint=False` where the model takes it (PeCo, PeCo_MAE)."""
+    `require_target_checkpoint=False` where the model takes it (PeCo, PeCo_MAE), a random
+    tokenizer file for a frozen target that is not there, and a random perceptual network
+    for a tokenizer whose perceptual checkpoint is not there."""
     from mmengine.registry import MODELS
 
     def strip(node):
@@ -323,6 +325,10 @@ def random_weights(model_cfg: dict):
                        'config_key')
         tg['checkpoint'] = random_tokenizer_checkpoint(
             {k: v for k, v in tg.items() if k not in frozen_only})
+    percep = cfg.get('perceptual_cfg')
+    if isinstance(percep, dict) and percep.get('checkpoint') is not None and \
+            not osp.isfile(str(percep['checkpoint'])):
+        percep.update(checkpoint=None, allow_random=True)
     return ConfigDict(cfg)  # hosts read nested keys as attributes (train_cfg.rpn)
 
 

@@ -173,6 +173,25 @@ def test_random_weights_give_a_frozen_target_a_random_tokenizer_file(tmp_path):
     assert model.target_generator.encoder.conv_in.weight.shape[0] == 16
 
 
+def test_random_weights_give_a_tokenizer_a_random_perceptual_network(tmp_path):
+    """A tokenizer config whose perceptual checkpoint is not at hand is timed with a random
+    perceptual network of the configured kind; a checkpoint that is there stays."""
+    from mmengine.config import ConfigDict
+
+    from peco_mm.tooling.benchmark import random_weights
+    missing = ConfigDict(type='PeCoTokenizer', perceptual_cfg=dict(
+        net='vit', checkpoint=str(tmp_path / 'no.pth'), layers=(3, 6)))
+    percep = random_weights(missing).perceptual_cfg
+    assert (percep.checkpoint, percep.allow_random, percep.net) == (None, True, 'vit')
+    assert missing.perceptual_cfg.checkpoint == str(tmp_path / 'no.pth')  # not changed
+    there = tmp_path / 'mocov3.pth'
+    there.write_bytes(b'')
+    kept = random_weights(ConfigDict(type='PeCoTokenizer',
+                                     perceptual_cfg=dict(net='vit', checkpoint=str(there))))
+    assert kept.perceptual_cfg.checkpoint == str(there) and 'allow_random' not in \
+        kept.perceptual_cfg
+
+
 def test_data_times_each_pipeline_and_counts_the_views_it_sends():
     # PeCo's pipeline: one 224 px view; BEiT's: the 224 px view and a 112 px one for DALL-E
     res = load_tool('benchmark').main(['data', '--smoke', '--warmup', '2'])

@@ -7,7 +7,8 @@ import socket
 
 import pytest
 
-from tests.conftest import ROOT, load_tool, run_log, scalars  # noqa: F401 (re-exported)
+from tests.conftest import (ROOT, load_tool, mmengine_instances_dropped, run_log,  # noqa: F401
+                            scalars)  # (re-exported)
 
 TINY_CLS = """
 _base_ = '{root}/configs/demo/finetune_tiny_cls.py'
@@ -66,23 +67,9 @@ def signal_tree(pids, sig=signal.SIGKILL) -> None:
 
 @pytest.fixture
 def isolated_mmengine():
-    """Runs inside the test process leave mmengine's global instances (scope, visualizer,
-    message hub) behind; drop the ones a test created so later tests see what they saw."""
-    from mmengine.utils import ManagerMixin
-
-    def kinds(cls=ManagerMixin):  # every subclass keeps its own instances (UniversalVisualizer...)
-        for sub in cls.__subclasses__():
-            yield sub
-            yield from kinds(sub)
-
-    before = {k: set(k._instance_dict) for k in kinds()}
-    yield
-    for k in kinds():
-        for name in set(k._instance_dict) - before.get(k, set()):
-            inst = k._instance_dict.pop(name)
-            for h in getattr(inst, 'handlers', [])[:]:  # the loggers' open log files
-                h.close()
-                inst.removeHandler(h)
+    """mmengine's global instances made by a test's in-process runs dropped afterwards."""
+    with mmengine_instances_dropped():
+        yield
 
 
 @pytest.fixture(scope='module')
