@@ -155,6 +155,10 @@ def tokenizer_options(name: str, data: Path, percep: dict) -> dict:
     o['model.perceptual_cfg'] = percep_cfg
     o['test_evaluator.perceptual'] = dict(net=net, **percep_cfg)
     o['test_evaluator.num_embeddings'] = 64
+    if m.get('codeword_loss') == 'classification':
+        o['model.codeword_loss_cfg.num_classes'] = 3
+    elif m.get('codeword_loss') == 'contrastive':
+        o['model.codeword_loss_cfg'] = dict(queue_size=16, proj_dims=16, hid_dims=32)
     if m.get('adversarial_weight', 0) > 0:
         o['model.adversarial_start_iter'] = 0
         o['model.discriminator_cfg.base_channels'] = 8
@@ -313,7 +317,12 @@ TOKENIZERS = ('tokenizer_vqvae_in1k', 'tokenizer_vqvae_lambda0_in1k',
               'tokenizer_vqvae_lambda10_in1k', 'tokenizer_vqvae_resnet50_in1k',
               'tokenizer_vqvae_vgg16_in1k', 'tokenizer_vqvae_adv_in1k',
               'tokenizer_vqvae_halfdec_in1k', 'tokenizer_vit_in1k', 'tokenizer_vqvae_lite_in1k',
-              'tokenizer_vqvae_8x_in1k')
+              'tokenizer_vqvae_8x_in1k', 'tokenizer_vqvae_cls_in1k',
+              'tokenizer_vqvae_contrastive_in1k')
+# the ablation tokenizers: each one's codes pretrain the 300-epoch ViT-B (the 8x and lite
+# tokenizers have pretraining configs of their own)
+ABLATION_TOKENIZERS = tuple(t for t in TOKENIZERS if t not in (
+    'tokenizer_vqvae_in1k', 'tokenizer_vqvae_8x_in1k', 'tokenizer_vqvae_lite_in1k'))
 HALF_DEPTH = 'tokenizer_vqvae_in1k+decoder_num_res_blocks=1'
 # pretraining config -> the tokenizer whose codes it predicts (None: BEiT's DALL-E)
 PRETRAININGS = {'pretrain_vitb_in1k_300e': 'tokenizer_vqvae_in1k',
@@ -396,11 +405,10 @@ class Chains:
         for name, tok in PRETRAININGS.items():
             target = self.out[tok] if tok else dalle
             self.train(name, name, pretrain_options(name, self.data, target), target)
-        for tok in TOKENIZERS[1:-1] + (HALF_DEPTH, ):  # the ablations: 300 ep on their codes
-            if tok != 'tokenizer_vqvae_lite_in1k':
-                self.train(f'pretrain_vitb_in1k_300e+{tok}', 'pretrain_vitb_in1k_300e',
-                           pretrain_options('pretrain_vitb_in1k_300e', self.data,
-                                            self.out[tok]), self.out[tok])
+        for tok in ABLATION_TOKENIZERS + (HALF_DEPTH, ):
+            self.train(f'pretrain_vitb_in1k_300e+{tok}', 'pretrain_vitb_in1k_300e',
+                       pretrain_options('pretrain_vitb_in1k_300e', self.data, self.out[tok]),
+                       self.out[tok])
 
     def finetunings(self) -> None:
         for name, pre in FINETUNINGS:
@@ -470,6 +478,27 @@ class Chains:
             '3', '4', '--out', str(out)])
         self.out['perceptual_agreement'] = json.loads(out.read_text())
 
+    def figures(self) -> None:
+        """Fig. 3: reconstructions of the lambda = 1 and lambda = 0 tokenizers; Fig. 4: the
+        PeCo model's masked-token predictions decoded (tools/visualize_*.py)."""
+        for tok in ('tokenizer_vqvae_in1k', 'tokenizer_vqvae_lambda0_in1k'):
+            out = self.root / f'recon_{tok}.png'
+            load_tool('visualize_reconstructions').main([
+                str(self.out[tok]), str(self.data / 'val'), '--out', str(out), '--num', '4',
+                '--img-size', str(IMG), '--device', 'cpu'])
+            self.out[f'visualize_reconstructions+{tok}'] = out
+        pre = 'pretrain_vitb_in1k_300e'
+        cfg = Config.fromfile(PECO / f'{pre}.py')
+        cfg.merge_from_dict(pretrain_options(pre, self.data, self.out['tokenizer_vqvae_in1k']))
+        cfg.dump(self.root / 'pretrain_toy.py')
+        out = self.root / 'mim'
+        load_tool('visualize_mim').main([
+            str(self.root / 'pretrain_toy.py'), str(self.out[pre]),
+            *map(str, sorted((self.data / 'val').rglob('*.png'))[:2]),
+            '--tokenizer', str(self.out['tokenizer_vqvae_in1k']), '--out', str(out),
+            '--device', 'cpu'])
+        self.out[f'visualize_mim+{pre}'] = out / 'grid.png'
+
     def robustness(self) -> None:
         """Table 11: tools/adversarial_eval.py on the classifier fine-tuned from the
         300-epoch pretraining."""
@@ -515,6 +544,7 @@ def chains(tmp_path_factory):
         c.videos()
         c.codeword_semantics(percep)
         c.agreement(percep)
+        c.figures()
         c.robustness()
     return c
 
@@ -537,6 +567,14 @@ ROW_LINKS = {
         'linear_codewords_in1k+tokenizer_vqvae_lambda0_in1k'],
     'Fig. 1 (agreement with human judgement, BAPPS 2AFC): L2 / PeCo codebook / perceptual '
     'distance': ['perceptual_agreement'],
+    'Fig. 3 (reconstructions with and without the perceptual loss)': [
+        'visualize_reconstructions+tokenizer_vqvae_in1k',
+        'visualize_reconstructions+tokenizer_vqvae_lambda0_in1k'],
+    'Fig. 4 (masked patches predicted by PeCo, decoded)': [
+        'pretrain_vitb_in1k_300e', 'visualize_mim+pretrain_vitb_in1k_300e'],
+    '6 (implicit vs explicit): classification / contrastive loss on the codewords': [
+        link for loss in ('cls', 'contrastive') for link in (
+            f'tokenizer_vqvae_{loss}_in1k', ABLATION.format(f'tokenizer_vqvae_{loss}_in1k'))],
     '10 (perceptual loss weight): λ = 0 / 0.3 / 3 / 10': [
         link for lam in ('0', '0p3', '3', '10') for link in (
             f'tokenizer_vqvae_lambda{lam}_in1k',
@@ -655,7 +693,7 @@ def test_each_rows_chain_runs_at_toy_size(chains, label):
             source = chains.inputs[key]
             if source is not None:
                 assert str(source) in run_log(out.parent), f'{key}: {source} not read'
-        elif isinstance(out, Path):  # a converted file
+        elif isinstance(out, Path):  # a converted file, a figure
             assert out.is_file() and out.stat().st_size > 0, key
         else:  # the metrics of tools/test.py or the results of a tool
             want = RESULT_KEYS[key.partition('+')[0]]
