@@ -1,4 +1,5 @@
-"""Layer-decay groups and lr scales against the closed form rate ** (L + 1 - depth)."""
+"""Layer-decay groups and lr scales against the closed form rate ** (L + 1 - depth), and
+against mmpretrain's layer-decay constructor and BEiT recipes (lr scales, weight decay)."""
 import pytest
 import torch.nn as nn
 from mmengine.registry import OPTIM_WRAPPER_CONSTRUCTORS
@@ -114,6 +115,11 @@ class _Algorithm(nn.Module):
 def _mmpretrain_decay(recipe: str, model: nn.Module) -> dict[str, bool]:
     """`_decay_by_kind` of the optimizer that mmpretrain's config `recipe` builds (its own
     constructor, in its scope) for `model`."""
+    return _decay_by_kind(model, _mmpretrain_optimizer(recipe, model))
+
+
+def _mmpretrain_optimizer(recipe: str, model: nn.Module):
+    """The optimizer that mmpretrain's config `recipe` builds for `model`."""
     import mmpretrain
     from mmengine.config import Config
     from mmengine.registry import DefaultScope
@@ -126,11 +132,16 @@ def _mmpretrain_decay(recipe: str, model: nn.Module) -> dict[str, bool]:
         wrapper = MMPRETRAIN_CONSTRUCTORS.build(dict(
             type=ow.pop('constructor', 'DefaultOptimWrapperConstructor'),
             optim_wrapper_cfg=ow, paramwise_cfg=ow.pop('paramwise_cfg')))(model)
-    return _decay_by_kind(model, wrapper.optimizer)
+    return wrapper.optimizer
 
 
 def _shipped_decay(config: str, model: nn.Module) -> dict[str, bool]:
     """`_decay_by_kind` of the optimizer that our shipped `config` builds for `model`."""
+    return _decay_by_kind(model, _shipped_optimizer(config, model))
+
+
+def _shipped_optimizer(config: str, model: nn.Module):
+    """The optimizer that our shipped `config` builds for `model`."""
     from mmengine.config import Config
 
     from tests.conftest import ROOT
@@ -139,7 +150,34 @@ def _shipped_decay(config: str, model: nn.Module) -> dict[str, bool]:
     wrapper = OPTIM_WRAPPER_CONSTRUCTORS.build(dict(
         type=ow.pop('constructor'), optim_wrapper_cfg=ow,
         paramwise_cfg=ow.pop('paramwise_cfg')))(model)
-    return _decay_by_kind(model, wrapper.optimizer)
+    return wrapper.optimizer
+
+
+def _lr_scale_by_name(model: nn.Module, optimizer) -> dict[str, float]:
+    """{parameter name: its group's lr / the optimizer's base lr}."""
+    group_of = {id(p): g for g in optimizer.param_groups for p in g['params']}
+    return {name: group_of[id(p)]['lr'] / optimizer.defaults['lr']
+            for name, p in model.named_parameters() if p.requires_grad}
+
+
+def test_lr_scales_follow_mmpretrain_layer_decay_constructor():
+    """Every parameter's fine-tuning lr scale, from our constructor and the shipped
+    fine-tuning config, against mmpretrain's LearningRateDecayOptimWrapperConstructor and its
+    BEiT fine-tuning recipe (layer decay 0.65 in both), each reading PeCoViT's depths: the
+    same rate ** (L + 1 - depth) for the patch embedding, each block, and the head."""
+    import torch
+    torch.manual_seed(0)
+    model = _Algorithm(PeCoViT(arch='test', img_size=32, patch_size=8, qkv_bias='qv',
+                               use_abs_pos_emb=False, rel_pos_bias='per_block',
+                               layer_scale_init_value=0.1, out_type='avg_featmap',
+                               final_norm=False), nn.Linear(64, 10))
+    want = _lr_scale_by_name(model, _mmpretrain_optimizer(
+        'beit/benchmarks/beit-base-p16_8xb128-coslr-100e_in1k.py', model))
+    got = _lr_scale_by_name(model, _shipped_optimizer('configs/peco/finetune_vitb_in1k.py',
+                                                      model))
+    assert set(got) == set(want)
+    assert len({round(v, 6) for v in want.values()}) == 4  # depths 0, 1, 2 and the head
+    assert got == pytest.approx(want, rel=1e-6)
 
 
 @pytest.mark.parametrize('recipe', [
