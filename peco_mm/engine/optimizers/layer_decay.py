@@ -4,6 +4,14 @@ A protocol plus a pure function: the backbone says each parameter's depth throug
 `get_layer_depth(name, prefix) -> (depth, num_depths)`; `layer_decay_param_groups` builds the
 groups with lr scale `rate ** (num_depths - 1 - depth)`. The constructor never looks at class
 names, so the same config key drives classification, UperNet and Mask R-CNN alike.
+
+Why not mmpretrain's `LearningRateDecayOptimWrapperConstructor`: it computes the same lr
+scales from the same `get_layer_depth` (tests/engine/test_layer_decay.py compares them
+parameter by parameter), but it asks the top-level model for `get_layer_depth`, which
+mmpretrain's classifiers have and mmseg's EncoderDecoder, mmdet's detectors and mmaction2's
+recognizers do not; and it lives in mmpretrain's registry only. This one finds the backbone
+that answers, in any host, and takes BEiT's weight-decay exemptions from the backbone's
+`no_weight_decay()` instead of per-config custom keys.
 """
 from __future__ import annotations
 
