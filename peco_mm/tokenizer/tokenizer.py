@@ -67,7 +67,10 @@ def to_three_channels(img: torch.Tensor, where: str = 'an input image') -> torch
 class TokenizerDataPreprocessor(BaseDataPreprocessor):
     """uint8 images (BGR from mmcv's loader) -> RGB float in [-1, 1], stacked (B, 3, H, W).
     1- and 4-channel images are converted to 3 channels; other counts are an error naming
-    the file."""
+    the file. On same-size colour batches this is mmengine's `ImgDataPreprocessor` with the
+    tokenizer's mean / std and `bgr_to_rgb=True` (tested); it is kept for the channel
+    conversion and because mmengine's pads a batch of mixed sizes silently, which would put
+    padding into the codes, where this one refuses the batch."""
 
     def __init__(self, mean: Sequence[float] = TOKENIZER_MEAN,
                  std: Sequence[float] = TOKENIZER_STD,

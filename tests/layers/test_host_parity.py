@@ -1,5 +1,6 @@
-"""The ViT's small parts that we keep our own (importing timm costs about a second at every
-ViT build) compute what timm's and mmpretrain's do, on the same weights and inputs."""
+"""The small parts that we keep our own compute what the hosts' do, on the same weights and
+inputs: the ViT's (importing timm costs about a second at every ViT build) against timm's and
+mmpretrain's, the tokenizer's data preprocessor against mmengine's."""
 from __future__ import annotations
 
 import pytest
@@ -41,3 +42,27 @@ def test_mlp_is_timms_with_the_same_weight_names():
     ref.load_state_dict(ours.state_dict())  # strict: fc1.*, fc2.* on both
     x = torch.randn(2, 5, 16)
     assert torch.equal(ours(x), ref(x))
+
+
+def test_tokenizer_preprocessor_is_mmengines_image_preprocessor_on_colour_batches():
+    """On a batch of same-size BGR colour images, TokenizerDataPreprocessor gives exactly what
+    mmengine's ImgDataPreprocessor gives with the tokenizer's mean / std and BGR -> RGB: pixels
+    to [-1, 1]. Where they part (the reason ours is kept), ours refuses a batch of mixed sizes
+    that mmengine would pad silently, and takes grey images as three channels."""
+    from mmengine.model import ImgDataPreprocessor
+
+    from peco_mm.tokenizer.tokenizer import TokenizerDataPreprocessor
+    from peco_mm.utils.image import TOKENIZER_MEAN, TOKENIZER_STD
+    g = torch.Generator().manual_seed(0)
+    imgs = [torch.randint(0, 256, (3, 8, 12), generator=g, dtype=torch.uint8) for _ in range(3)]
+    ours = TokenizerDataPreprocessor()(dict(inputs=imgs))['inputs']
+    ref = ImgDataPreprocessor(mean=TOKENIZER_MEAN, std=TOKENIZER_STD,
+                              bgr_to_rgb=True)(dict(inputs=imgs))['inputs']
+    torch.testing.assert_close(ours, ref, rtol=0, atol=1e-6)
+    assert ours.min() >= -1 and ours.max() <= 1
+    mixed = imgs[:2] + [torch.zeros(3, 8, 16, dtype=torch.uint8)]
+    assert ImgDataPreprocessor()(dict(inputs=mixed))['inputs'].shape == (3, 3, 8, 16)  # padded
+    with pytest.raises(ValueError, match='differ in size'):
+        TokenizerDataPreprocessor()(dict(inputs=mixed))
+    grey = TokenizerDataPreprocessor()(dict(inputs=[imgs[0][:1]]))['inputs']
+    assert grey.shape == (1, 3, 8, 12) and torch.equal(grey[0, 0], grey[0, 2])
