@@ -154,38 +154,20 @@ class ViTFeatures(nn.Module):
         return self.vit.forward_intermediates(x, self.indices, norm=False, output_fmt='NCHW')
 
 
-class ResNetFeatures(nn.Module):
-    def __init__(self, resnet: nn.Module, stages: Sequence[int]) -> None:
+class StageFeatures(nn.Module):
+    """The outputs of named nodes of a torchvision network, in network order, through
+    torchvision's feature extractor (`create_feature_extractor`: the graph is cut after the
+    last node asked for, so a ResNet's head and a VGG's later blocks never run)."""
+
+    def __init__(self, net: nn.Module, nodes: Sequence[str]) -> None:
         super().__init__()
-        self.resnet = resnet
-        self.stages = tuple(stages)
-        del self.resnet.fc
+        from torchvision.models.feature_extraction import create_feature_extractor
+        self.nodes = list(nodes)
+        self.body = create_feature_extractor(net, return_nodes=self.nodes)
 
     def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
-        r = self.resnet
-        x = r.maxpool(r.relu(r.bn1(r.conv1(x))))
-        outs = []
-        for i in range(1, max(self.stages) + 1):
-            x = getattr(r, f'layer{i}')(x)
-            if i in self.stages:
-                outs.append(x)
-        return outs
-
-
-class VGGFeatures(nn.Module):
-    def __init__(self, features: nn.Sequential, stages: Sequence[int]) -> None:
-        super().__init__()
-        ends = [VGG16_STAGE_ENDS[s - 1] for s in stages]
-        self.features = features[:max(ends) + 1]
-        self.ends = set(ends)
-
-    def forward(self, x: torch.Tensor) -> list[torch.Tensor]:
-        outs = []
-        for i, layer in enumerate(self.features):
-            x = layer(x)
-            if i in self.ends:
-                outs.append(x)
-        return outs
+        out = self.body(x)
+        return [out[n] for n in self.nodes]
 
 
 def build_vit(checkpoint: str | None, layers: Sequence[int], vit_cfg: dict) -> nn.Module:
@@ -240,7 +222,7 @@ def build_resnet50(checkpoint: str | None, stages: Sequence[int]) -> nn.Module:
     if checkpoint is not None:
         sd = _load_torchvision_state(checkpoint, 'resnet50')
         _load_strict(model, sd, checkpoint, 'resnet50', ignore=('fc.',))
-    return ResNetFeatures(model, stages)
+    return StageFeatures(model, [f'layer{i}' for i in sorted(set(stages))])
 
 
 def build_vgg16(checkpoint: str | None, stages: Sequence[int]) -> nn.Module:
@@ -252,4 +234,5 @@ def build_vgg16(checkpoint: str | None, stages: Sequence[int]) -> nn.Module:
     if checkpoint is not None:
         sd = _load_torchvision_state(checkpoint, 'vgg16')
         _load_strict(model, sd, checkpoint, 'vgg16', ignore=('classifier.',))
-    return VGGFeatures(model.features, stages)
+    ends = [str(VGG16_STAGE_ENDS[i - 1]) for i in sorted(set(stages))]  # relu1_2 ... relu5_3
+    return StageFeatures(model.features, ends)
