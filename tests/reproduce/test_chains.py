@@ -679,6 +679,7 @@ def test_every_row_of_the_table_has_a_chain_naming_what_the_row_names():
         assert names <= ran, f'{label!r}: the table names {sorted(names - ran)}, not run here'
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize('label', list(ROW_LINKS))
 def test_each_rows_chain_runs_at_toy_size(chains, label):
     """Every link of the row ran: a trained link left its checkpoint and finite losses, and
