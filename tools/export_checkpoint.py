@@ -16,7 +16,9 @@ fine-tuned classifier (mmpretrain ImageClassifier, its head included) or a dense
              transformers.AutoModel.from_pretrained('DST') or the printed BeitFor* class
 
 The exact loading calls are printed, with every note on what the target format cannot hold.
-The source is read with the safe loader (weights only; --unsafe-pickle for trusted files).
+The source is read with the safe loader (weights only). A trusted file that pickles Python
+objects is converted once with tools/convert_checkpoint.py --unsafe-pickle, the one trusted
+path, and the converted file exported.
 """
 # no `from __future__ import annotations`: the tool is also loaded from its file by the tests
 import argparse
@@ -47,18 +49,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument('--num-heads', type=int, default=None,
                         help='attention heads, for weights that do not record them (no '
                         'relative-position table) and a run without a stored config')
-    parser.add_argument('--unsafe-pickle', action='store_true',
-                        help='allow torch.load(weights_only=False) for a trusted source')
     return parser.parse_args(argv)
 
 
 def export_file(src: str, dst: str, to: str, kind=None, per_block_rel_pos: bool = False,
-                num_heads=None, unsafe_pickle: bool = False, warn=None):
+                num_heads=None):
     """Read `src`, export it for `to`, write the folder `dst`; return (Export, paths)."""
     from peco_mm.checkpoint import read_checkpoint
     from peco_mm.models.export import read_export_source, to_hf, to_timm, write_export
 
-    ckpt = read_checkpoint(src, unsafe_pickle=unsafe_pickle, warn=warn)
+    ckpt = read_checkpoint(src)
     source = read_export_source(ckpt, src, kind, num_heads)
     if to == 'timm':
         exp = to_timm(source, per_block_rel_pos)
@@ -75,8 +75,7 @@ def main(argv=None) -> int:
     from peco_mm.models.export import describe, timm_file_call
     try:
         exp, paths, source = export_file(args.src, args.dst, args.to, args.kind,
-                                         args.per_block_rel_pos, args.num_heads,
-                                         args.unsafe_pickle, print)
+                                         args.per_block_rel_pos, args.num_heads)
     except (FileNotFoundError, ValueError, ImportError) as err:
         print(f'export_checkpoint: error: {err}', file=sys.stderr)
         return 1
