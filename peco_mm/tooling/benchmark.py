@@ -221,31 +221,23 @@ def bench_pretrain(models: Sequence[str], batch: int, steps: int, warmup: int, d
             for name in models]
 
 
-def set_target_encoder(target: torch.nn.Module, channels_last: bool, compile_: bool) -> str:
-    """PeCo's frozen target set up as asked; returns the tags for the benchmark row."""
-    tags = []
-    if not channels_last:
-        target.channels_last = False
-        target.encoder.to(memory_format=torch.contiguous_format)
-        tags.append('contiguous target')
-    if compile_:
-        target.encoder = torch.compile(target.encoder)
-        tags.append('compiled target')
-    return ''.join(f' ({t})' for t in tags)
-
-
 def time_pretrain_step(name: str, s: dict, batch: int, steps: int, warmup: int, device: str,
                        amp: str, target_bf16: bool = False, target_channels_last: bool = True,
                        compile_target: bool = False) -> dict:
     torch.manual_seed(0)
+    # the tokenizer is built in the memory format asked for (its `channels_last` argument)
+    s = dict(s, tokenizer=dict(s['tokenizer'], channels_last=target_channels_last))
     model = build_pretrain_model(name, s).to(device).train()
     target = getattr(model, 'target_generator', None)
     peco_target = name in ('peco', 'peco_mae')  # PeCo's tokenizer as target: fp32 unless asked
     tags = ''
     if peco_target:
         target.encode = partial(target.encode, bf16=target_bf16)
-        tags = (' (bf16 target)' if target_bf16 else '') + set_target_encoder(
-            target, target_channels_last, compile_target)
+        if compile_target:
+            target.encoder = torch.compile(target.encoder)
+        tags = ''.join(f' ({t} target)' for t, on in (
+            ('bf16', target_bf16), ('contiguous', not target_channels_last),
+            ('compiled', compile_target)) if on)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-4)
     inputs, samples = pretrain_inputs(name, s, batch, device)
@@ -434,8 +426,8 @@ def train_transform(cfg) -> tuple[Callable, Callable]:
                          'batch runs the train pipeline')
     steps = [t for t in pipeline if not is_loading_step(t)]
     with_ann = any(t['type'] == 'LoadAnnotations' for t in pipeline)
-    frames = sum(t.get('clip_len', 1) * t.get('num_clips', 1) for t in pipeline
-                 if t['type'] == 'SampleFrames')
+    # a video's sampler (SampleFrames, UniformSample) says how many frames a clip has
+    frames = sum(t['clip_len'] * t.get('num_clips', 1) for t in pipeline if 'clip_len' in t)
     make = partial(synthetic_results, cfg.get('default_scope', 'mmpretrain'),
                    num_classes=num_classes_of(cfg.model), with_annotations=with_ann,
                    frames=frames)

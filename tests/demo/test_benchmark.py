@@ -375,3 +375,7 @@ def test_a_video_configs_synthetic_batch_is_a_clip_through_its_own_pipeline():
     labels = [int(s.gt_label) for s in data['data_samples']]
     assert all(0 <= y < 400 for y in labels)
     assert bm.num_classes_of(cfg.model) == 400
+    # SSv2 samples its 8 frames with UniformSample (no SampleFrames step)
+    cfg = bm.load_config(str(ROOT / 'configs/peco/timesformer_vitb_ssv2.py'))
+    data = bm.synthetic_batch(cfg, 1)
+    assert [tuple(x.shape) for x in data['inputs']] == [(1, 3, 8, 224, 224)]
