@@ -81,14 +81,13 @@ def schedule(iters: int = ITERS, validate: bool = False) -> dict:
             'randomness': dict(seed=0), 'custom_hooks': []}
 
 
-def run_link(name: str, wd: Path, options: dict, mode: str = 'train', checkpoint=None,
-             iters: int = ITERS):
+def run_link(name: str, wd: Path, options: dict, mode: str = 'train', checkpoint=None):
     """`tools/train.py CONFIG --cfg-options ...` (or tools/test.py) in this process."""
     from peco_mm.engine.launch import run
     cfg = PECO / f'{name}.py'
     res = run(str(cfg), str(wd), options, mode, checkpoint=checkpoint)
     if mode == 'train':
-        ckpt = wd / f'iter_{iters}.pth'
+        ckpt = wd / f'iter_{ITERS}.pth'
         assert ckpt.is_file(), f'{name}: no {ckpt.name} in {sorted(wd.iterdir())}'
         return ckpt
     return res
@@ -393,12 +392,10 @@ class Chains:
                     vgg16=write_vgg16_features(self.root / 'vgg16_features.pth'))
 
     def tokenizers(self, percep: dict) -> None:
-        for name in TOKENIZERS:
-            net = Config.fromfile(PECO / f'{name}.py').model.perceptual_cfg.get('net', 'vit')
-            self.train(name, name, tokenizer_options(name, self.data, percep), percep[net])
-        self.train(HALF_DEPTH, 'tokenizer_vqvae_in1k',
-                   {**tokenizer_options('tokenizer_vqvae_in1k', self.data, percep),
-                    'model.decoder_num_res_blocks': 1}, percep['vit'])
+        for key, name, extra in [(t, t, {}) for t in TOKENIZERS] + [
+                (HALF_DEPTH, 'tokenizer_vqvae_in1k', {'model.decoder_num_res_blocks': 1})]:
+            options = {**tokenizer_options(name, self.data, percep), **extra}
+            self.train(key, name, options, Path(options['model.perceptual_cfg']['checkpoint']))
 
     def pretrainings(self) -> None:
         dalle = write_dalle_encoder(self.root / 'dalle_encoder.pth')
@@ -431,6 +428,15 @@ class Chains:
         for name, pre in VIDEO:
             start = deit if pre == 'DeiT release' else self.out[pre]
             self.train(f'{name}+{pre}', name, video_options(name, clips, start), start)
+
+    def config_file(self, config: str, options: dict) -> Path:
+        """The shipped config with the options merged, written out for a tool that takes a
+        config file and no --cfg-options."""
+        cfg = Config.fromfile(PECO / f'{config}.py')
+        cfg.merge_from_dict(options)
+        path = self.root / f'{config}_toy.py'
+        cfg.dump(path)
+        return path
 
     def test(self, key: str, config: str, options: dict, checkpoint: Path) -> dict:
         with mmengine_instances_dropped():
@@ -488,12 +494,11 @@ class Chains:
                 '--img-size', str(IMG), '--device', 'cpu'])
             self.out[f'visualize_reconstructions+{tok}'] = out
         pre = 'pretrain_vitb_in1k_300e'
-        cfg = Config.fromfile(PECO / f'{pre}.py')
-        cfg.merge_from_dict(pretrain_options(pre, self.data, self.out['tokenizer_vqvae_in1k']))
-        cfg.dump(self.root / 'pretrain_toy.py')
+        cfg = self.config_file(pre, pretrain_options(pre, self.data,
+                                                     self.out['tokenizer_vqvae_in1k']))
         out = self.root / 'mim'
         load_tool('visualize_mim').main([
-            str(self.root / 'pretrain_toy.py'), str(self.out[pre]),
+            str(cfg), str(self.out[pre]),
             *map(str, sorted((self.data / 'val').rglob('*.png'))[:2]),
             '--tokenizer', str(self.out['tokenizer_vqvae_in1k']), '--out', str(out),
             '--device', 'cpu'])
@@ -506,12 +511,10 @@ class Chains:
         opts = finetune_options('finetune_vitb_in1k', self.data, self.out[key])
         opts['test_dataloader'] = copy.deepcopy(opts['val_dataloader'])  # merging pops keys
         opts['test_evaluator'] = copy.deepcopy(opts['val_evaluator'])
-        cfg = Config.fromfile(PECO / 'finetune_vitb_in1k.py')
-        cfg.merge_from_dict(opts)
-        cfg.dump(self.root / 'finetune_toy.py')
+        cfg = self.config_file('finetune_vitb_in1k', opts)
         out = self.root / 'adversarial.json'
         self.out['adversarial_eval'] = load_tool('adversarial_eval').main([
-            str(self.root / 'finetune_toy.py'), str(self.out[key]), '--iters', '2',
+            str(cfg), str(self.out[key]), '--iters', '2',
             '--device', 'cpu', '--out', str(out)])
 
 
