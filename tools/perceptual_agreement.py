@@ -14,8 +14,11 @@ Distances:
   tokenizer (`--tokenizer`, any tools/train.py tokenizer checkpoint): how far apart the
   codebook puts the two images;
 - `perceptual`: the tokenizer's perceptual loss (Eq. 4) with a frozen network
-  (`--perceptual-checkpoint`, MoCo v3 ViT-B by default, `--perceptual-layers`).
-A DALL-E codebook distance is not included.
+  (`--perceptual-checkpoint`, MoCo v3 ViT-B by default, `--perceptual-layers`);
+- `dalle`: the same codebook distance with DALL-E's codes (BEiT's tokenizer; `--dalle-encoder`
+  and `--dalle-decoder`, OpenAI's encoder.pkl / decoder.pkl, read without running them): a
+  code's vector is the decoder's embedding of it (peco_mm/tokenizer/dalle.py). DALL-E codes
+  8x down, so the codebook map of a 64 px image is 8 x 8 where PeCo's is 4 x 4.
 """
 from __future__ import annotations
 
@@ -26,12 +29,14 @@ import os.path as osp
 import sys
 from pathlib import Path
 
-DISTANCES = ('l2', 'codebook', 'perceptual')
+DISTANCES = ('l2', 'codebook', 'perceptual', 'dalle')
 EPILOG = """examples:
   tools/perceptual_agreement.py data/bapps/2afc/val --distances l2
   tools/perceptual_agreement.py data/bapps/2afc/val \\
       --tokenizer work_dirs/tokenizer_vqvae_in1k/epoch_100.pth \\
-      --perceptual-checkpoint checkpoints/mocov3_vit_base_300ep.pth --out agreement.json
+      --perceptual-checkpoint checkpoints/mocov3_vit_base_300ep.pth \\
+      --dalle-encoder checkpoints/dalle_encoder.pkl --dalle-decoder checkpoints/dalle_decoder.pkl \\
+      --out agreement.json
 """
 
 
@@ -46,6 +51,10 @@ def parse_args(argv=None):
     p.add_argument('--perceptual-checkpoint', help='perceptual network weights (any format '
                    'the converter reads)')
     p.add_argument('--perceptual-net', default='vit', choices=('vit', 'resnet50', 'vgg16'))
+    p.add_argument('--dalle-encoder', help="DALL-E's encoder weights (OpenAI's encoder.pkl or "
+                   "OpenMMLab's dalle_encoder.pth), for the dalle distance")
+    p.add_argument('--dalle-decoder', help="DALL-E's decoder weights (OpenAI's decoder.pkl): "
+                   'its code embedding gives the dalle distance')
     p.add_argument('--perceptual-layers', type=int, nargs='+', default=[3, 6, 9, 12])
     p.add_argument('--size', type=int, default=64, help='images are resized to this square '
                    'size (BAPPS: 64; a multiple of the tokenizer downsampling)')
@@ -98,7 +107,8 @@ def load_images(paths, size: int):
 def build_distances(args) -> dict:
     """name -> f(a, b) -> (B,) distances, for images in [-1, 1]."""
     names = args.distances or (['l2'] + (['codebook'] if args.tokenizer else []) +
-                               (['perceptual'] if args.perceptual_checkpoint else []))
+                               (['perceptual'] if args.perceptual_checkpoint else []) +
+                               (['dalle'] if args.dalle_encoder and args.dalle_decoder else []))
     fns = {}
     for name in names:
         if name == 'l2':
@@ -108,12 +118,14 @@ def build_distances(args) -> dict:
                 raise SystemExit('perceptual_agreement: the codebook distance needs --tokenizer')
             from peco_mm.tokenizer import FrozenPeCoTokenizer
             tok = FrozenPeCoTokenizer(args.tokenizer, channels_last=False).to(args.device)
-
-            def codebook(a, b, tok=tok):
-                qa = tok.quantizer.codes_to_vectors(tok.encode(a))  # (B, D, h, w)
-                qb = tok.quantizer.codes_to_vectors(tok.encode(b))
-                return (qa - qb).pow(2).sum(1).flatten(1).mean(1)
-            fns[name] = codebook
+            fns[name] = codebook_distance(tok)
+        elif name == 'dalle':
+            if not (args.dalle_encoder and args.dalle_decoder):
+                raise SystemExit('perceptual_agreement: the dalle distance needs --dalle-encoder '
+                                 'and --dalle-decoder')
+            from peco_mm.tokenizer import DalleTokenizer
+            tok = DalleTokenizer(args.dalle_encoder, args.dalle_decoder, config_key='--dalle')
+            fns[name] = codebook_distance(tok.to(args.device))
         elif name == 'perceptual':
             if not args.perceptual_checkpoint:
                 raise SystemExit('perceptual_agreement: the perceptual distance needs '
@@ -123,6 +135,14 @@ def build_distances(args) -> dict:
                                   layers=args.perceptual_layers).to(args.device).eval()
             fns[name] = lambda a, b, loss=loss: loss(a, b, reduce=False)
     return fns
+
+
+def codebook_distance(tok):
+    """f(a, b) -> (B,): mean squared distance between the codeword maps of `tok`'s codes."""
+    def distance(a, b):
+        qa, qb = tok.codewords(tok.encode(a)), tok.codewords(tok.encode(b))  # (B, D, h, w)
+        return (qa - qb).pow(2).sum(1).flatten(1).mean(1)
+    return distance
 
 
 def two_afc(d0, d1, judge):

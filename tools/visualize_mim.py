@@ -7,8 +7,10 @@ tokenizer's decoder. One PNG row per image: original | masked | reconstruction.
 
 CONFIG is the pretraining config (sizes, normalisation, tokenizer); CHECKPOINT holds the ViT,
 the head and the tokenizer's encoder and codebook; the decoder comes from the tokenizer
-checkpoint (default: the one in the config). Writes OUT/<image name>.png for each image and
-OUT/grid.png with all rows.
+checkpoint (default: the one in the config). BEiT's config (DALL-E codes, PeCo Fig. 4's
+other side) draws with DALL-E's decoder, `--dalle-decoder` (OpenAI's decoder.pkl, read
+without running it). Writes OUT/<image name>.png for each image and OUT/grid.png with all
+rows.
 """
 import argparse
 import os
@@ -21,6 +23,9 @@ EPILOG = """examples:
   tools/visualize_mim.py work_dirs/demo/pretrain_peco_seed0/pretrain_peco_world.py \
       work_dirs/demo/pretrain_peco_seed0/iter_130.pth work_dirs/demo/world/cls/val/*/00000.png \
       --out vis/ --num-masked 24
+  tools/visualize_mim.py configs/peco/pretrain_beit_dalle_vitb_in1k_300e.py \
+      work_dirs/pretrain_beit_dalle_vitb_in1k_300e/epoch_300.pth photo1.jpg --out vis_beit/ \
+      --dalle-decoder checkpoints/dalle_decoder.pkl
 """
 
 
@@ -36,6 +41,8 @@ def parse_args(argv=None):
     p.add_argument('--min-block', type=int, default=None, help='smallest mask block')
     p.add_argument('--tokenizer', help="tokenizer checkpoint with the decoder (default: the "
                    "config's target_generator checkpoint)")
+    p.add_argument('--dalle-decoder', help="DALL-E's decoder weights (OpenAI's decoder.pkl), "
+                   "for a config whose targets are DALL-E's codes (BEiT)")
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--device', help='cpu or cuda (default: cuda when available)')
     return p.parse_args(argv)
@@ -77,22 +84,34 @@ def view_sizes(cfg) -> tuple[int, int | None]:
     return as_int(size), as_int(second)
 
 
-def build_model(cfg, checkpoint: str, tokenizer: str | None, device: str):
-    """The pretraining model from CONFIG + CKPT, its tokenizer with the decoder, which the
-    pretraining checkpoint does not hold, from the tokenizer checkpoint."""
+def build_model(cfg, checkpoint: str, tokenizer: str | None, device: str,
+                dalle_decoder: str | None = None):
+    """(the pretraining model from CONFIG + CKPT, decode: codes -> images in [-1, 1]). The
+    decoder, which the pretraining checkpoint does not hold, comes from the tokenizer
+    checkpoint, or for DALL-E's codes from `dalle_decoder`."""
     from mmengine.registry import init_default_scope
     from mmpretrain.registry import MODELS
     init_default_scope(cfg.get('default_scope', 'mmpretrain'))
     model_cfg = cfg.model.to_dict()
     tg = dict(model_cfg['target_generator'])
-    tokenizer = tokenizer or tg.get('checkpoint')
-    if tg.get('type') != 'FrozenPeCoTokenizer':
+    dalle = None
+    if tg.get('type') == 'DALL-E':
+        if not dalle_decoder:
+            raise SystemExit("visualize_mim.py: this config's targets are DALL-E's codes; pass "
+                             "--dalle-decoder PATH (OpenAI's decoder.pkl) to draw them")
+        from peco_mm.tokenizer import DalleTokenizer
+        dalle = DalleTokenizer(decoder=dalle_decoder, config_key='--dalle').to(device)
+        # the encoder's weights are CHECKPOINT's target_generator.* (loaded below)
+        tg['init_cfg'] = dict(type='Pretrained', checkpoint=checkpoint, prefix='target_generator.')
+    elif tg.get('type') != 'FrozenPeCoTokenizer':
         raise TypeError(f"target_generator {tg.get('type')!r} has no decoder; reconstructions "
-                        'need a FrozenPeCoTokenizer')
-    if not tokenizer or not osp.isfile(tokenizer):
-        raise FileNotFoundError(f'tokenizer checkpoint {tokenizer!r} not found (its decoder '
-                                'draws the reconstruction); pass --tokenizer PATH')
-    tg.update(with_decoder=True, checkpoint=tokenizer)  # encoder, codebook and decoder
+                        'need a FrozenPeCoTokenizer, or DALL-E with --dalle-decoder')
+    else:
+        tokenizer = tokenizer or tg.get('checkpoint')
+        if not tokenizer or not osp.isfile(tokenizer):
+            raise FileNotFoundError(f'tokenizer checkpoint {tokenizer!r} not found (its decoder '
+                                    'draws the reconstruction); pass --tokenizer PATH')
+        tg.update(with_decoder=True, checkpoint=tokenizer)  # encoder, codebook and decoder
     model_cfg['target_generator'] = tg
     model_cfg.setdefault('data_preprocessor', cfg.get('data_preprocessor'))
     model = MODELS.build(model_cfg)
@@ -106,7 +125,8 @@ def build_model(cfg, checkpoint: str, tokenizer: str | None, device: str):
     if missing or unexpected:
         raise ValueError(f'{checkpoint} does not fit {cfg.model.type} of this config: missing '
                          f'{missing[:5]}, unexpected {unexpected[:5]}')
-    return model.to(device).eval()
+    model = model.to(device).eval()
+    return model, (dalle or model.target_generator).decode
 
 
 def main(argv=None):
@@ -126,7 +146,8 @@ def main(argv=None):
     cfg = Config.fromfile(args.config)
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
-    model = build_model(cfg, args.checkpoint, args.tokenizer, args.device)
+    model, decode = build_model(cfg, args.checkpoint, args.tokenizer, args.device,
+                                args.dalle_decoder)
     pre = model.data_preprocessor
     size, second = view_sizes(cfg)
     grid = (size // model.backbone.patch_size, ) * 2
@@ -148,10 +169,8 @@ def main(argv=None):
             codes = model.tokenize(target_img)  # (1, h, w)
             pred = model.predict_codes(img, mask)  # (1, h, w)
             mixed = torch.where(mask.bool(), pred, codes)
-            recon = model.target_generator.decode(mixed)  # tokenizer-normalised
-        mean2 = getattr(pre, 'second_mean', pre.mean)
-        std2 = getattr(pre, 'second_std', pre.std)
-        recon = to_uint8(recon[0], mean2, std2)
+            recon = decode(mixed)  # (1, 3, H, W) in [-1, 1]
+        recon = to_uint8(recon[0], [127.5] * 3, [127.5] * 3)
         if recon.shape[:2] != rgb.shape[:2]:
             recon = np.asarray(Image.fromarray(recon).resize(rgb.shape[1::-1], Image.BICUBIC))
         p = model.backbone.patch_size

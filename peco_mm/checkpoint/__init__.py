@@ -5,13 +5,16 @@
 - `stored_config`: the config text a checkpoint stores, read as data (never executed);
 - `keymaps`: other formats' key names mapped to PeCoViT's, and a ViT's arguments read from
   its weights;
-- `mmengine_loaders`: mmengine's checkpoint schemes routed through the gate.
+- `mmengine_loaders`: mmengine's checkpoint schemes routed through the gate;
+- `module_pickle`: the weights of a pickled `nn.Module` (OpenAI's DALL-E files), read
+  through the same weights-only unpickler without running the module's code.
 """
 from .keymaps import (FORMATS, Conversion, cnn_backbone_state_dict, convert_checkpoint,
                       convert_state_dict, detect_format, infer_pecovit_kwargs,
                       tokenizer_state_dict)
 from .mmengine_loaders import (MMENGINE_SCHEMES, allow_mmengine_checkpoints,
                                load_from_weights_only, route_mmengine_checkpoints)
+from .module_pickle import read_module_state_dict
 from .reader import (is_state_dict, is_url, read_checkpoint, select_prefix, strip_prefix,
                      unwrap)
 from .stored_config import StoredConfigError, as_plain_data, parse_config_text
@@ -21,5 +24,6 @@ __all__ = ['FORMATS', 'MMENGINE_SCHEMES', 'Conversion', 'StoredConfigError',
            'convert_checkpoint',
            'convert_state_dict', 'detect_format', 'infer_pecovit_kwargs', 'is_state_dict',
            'is_url', 'load_from_weights_only', 'parse_config_text', 'read_checkpoint',
+           'read_module_state_dict',
            'route_mmengine_checkpoints', 'select_prefix', 'strip_prefix', 'tokenizer_state_dict',
            'unwrap']

@@ -22,19 +22,24 @@ class ReconstructionViT(VisionTransformer):
 
     Args:
         tokenizer: the tokenizer checkpoint written by tools/train.py (read with its decoder,
-            frozen). It is kept outside this module's state dict: the classifier's checkpoint
-            holds no tokenizer weights, and `tools/test.py --checkpoint` loads it strictly.
+            frozen), or the config of another frozen tokenizer with `encode` and `decode`
+            (DALL-E's row: dict(type='DalleTokenizer', encoder=..., decoder=...)). It is kept
+            outside this module's state dict: the classifier's checkpoint holds no tokenizer
+            weights, and `tools/test.py --checkpoint` loads it strictly.
         mean, std: the classifier's input normalisation (RGB, 0-255), ImageNet's by default.
         **kwargs: mmpretrain's `VisionTransformer` (e.g. arch='deit-tiny').
     Inputs are the tokenizer's: RGB in [-1, 1] (the data preprocessor's mean = std = 127.5).
     """
 
-    def __init__(self, tokenizer: str, mean: tuple = tuple(IMAGENET_MEAN),
+    def __init__(self, tokenizer: str | dict, mean: tuple = tuple(IMAGENET_MEAN),
                  std: tuple = tuple(IMAGENET_STD), **kwargs) -> None:
         super().__init__(**kwargs)
-        frozen = MODELS.build(dict(type='FrozenPeCoTokenizer', checkpoint=tokenizer,
-                                   with_decoder=True, channels_last=False,
-                                   config_key='model.backbone.tokenizer'))
+        if isinstance(tokenizer, dict):
+            frozen = MODELS.build(dict(tokenizer, config_key='model.backbone.tokenizer'))
+        else:
+            frozen = MODELS.build(dict(type='FrozenPeCoTokenizer', checkpoint=tokenizer,
+                                       with_decoder=True, channels_last=False,
+                                       config_key='model.backbone.tokenizer'))
         self._tokenizer = [frozen.requires_grad_(False).eval()]  # a list: not a submodule
         self.register_buffer('pixel_mean', torch.tensor(mean).view(1, 3, 1, 1), False)
         self.register_buffer('pixel_std', torch.tensor(std).view(1, 3, 1, 1), False)

@@ -211,7 +211,11 @@ class TokenizerEncoding:
         if self.decoder is None:
             raise RuntimeError(f'this {type(self).__name__} was built with with_decoder=False; '
                                'load it with with_decoder=True to decode')
-        return self.decoder(self.quantizer.codes_to_vectors(codes)).clamp(-1, 1)
+        return self.decoder(self.codewords(codes)).clamp(-1, 1)
+
+    def codewords(self, codes: torch.Tensor) -> torch.Tensor:
+        """(B, h, w) codes -> (B, D, h, w) quantized codewords."""
+        return self.quantizer.codes_to_vectors(codes)
 
     def _check_size(self, img: torch.Tensor) -> None:
         if img.dim() != 4:

@@ -340,3 +340,13 @@ def test_visualize_mim_takes_the_configs_mask_generator():
     beit = tool.mask_generator([], (4, 4), None, 3)  # none named: BEiT's 75 of 196
     assert isinstance(beit, BlockwiseMaskGenerator)
     assert (beit.num_masking_patches, beit.min_num_patches) == (6, 3)
+
+
+def test_visualize_mim_asks_for_dalles_decoder_for_beits_codes():
+    from mmengine.config import Config
+
+    from tests.conftest import ROOT, load_tool
+    tool = load_tool('visualize_mim')
+    cfg = Config.fromfile(ROOT / 'configs/peco/pretrain_beit_dalle_vitb_in1k_300e.py')
+    with pytest.raises(SystemExit, match="DALL-E's codes; pass --dalle-decoder PATH"):
+        tool.build_model(cfg, 'x.pth', None, 'cpu')

@@ -7,7 +7,9 @@ their sizes scaled, and the folders and checkpoints this test writes. What makes
 config differ from its siblings (a loss weight, a perceptual network, a decoder width, a
 mask generator, a backbone setting) is kept. A link's checkpoint feeds the next link, as the
 row's commands say: MoCo v3 -> convert_checkpoint -> tokenizer -> pretraining -> fine-tuning,
-UperNet, Mask R-CNN, TimeSformer, and the tools of Table 4, Fig. 1 and Table 11.
+UperNet, Mask R-CNN, TimeSformer, and the tools of Table 4, Fig. 1, Fig. 3-4 and Table 11.
+DALL-E's side (BEiT's codes, Table 4's DALL-E row, Fig. 1's DALL-E distance, Fig. 4's BEiT
+predictions) reads a random tiny DALL-E whose decoder is pickled as OpenAI ships it.
 
 The links run once for the module (the `chains` fixture, about 80 s on 2 cores); each row's
 test then checks what its links left behind. A row added to the table without a chain here,
@@ -111,15 +113,20 @@ def write_vgg16_features(path: Path) -> Path:
     return path
 
 
-def write_dalle_encoder(path: Path) -> Path:
-    """mmpretrain's DALL-E encoder at width 16 and K = 64, as a weights file (OpenAI ships the
-    real one as a pickled module, which this project does not load)."""
+def write_dalle(folder: Path) -> tuple[Path, Path]:
+    """DALL-E at width 16 and K = 64: mmpretrain's encoder as a weights file (as OpenMMLab
+    converted the real one), and the decoder pickled as a module, as OpenAI ships it."""
     from mmengine.registry import MODELS, DefaultScope
+
+    from peco_mm.tokenizer import DalleDecoder
+    from tests.tokenizer.dalle_files import save_as_openai_pickle
     torch.manual_seed(0)
     with DefaultScope.overwrite_default_scope('mmpretrain'):
         enc = MODELS.build(dict(type='DALL-E', n_hid=16, vocab_size=64))
-    torch.save(enc.state_dict(), path)
-    return path
+    torch.save(enc.state_dict(), folder / 'dalle_encoder.pth')
+    save_as_openai_pickle(DalleDecoder(vocab_size=64, n_hid=16, n_init=16),
+                          folder / 'dalle_decoder.pkl')
+    return folder / 'dalle_encoder.pth', folder / 'dalle_decoder.pkl'
 
 
 # ---- the options of each stage ---------------------------------------------------------------
@@ -398,9 +405,9 @@ class Chains:
             self.train(key, name, options, Path(options['model.perceptual_cfg']['checkpoint']))
 
     def pretrainings(self) -> None:
-        dalle = write_dalle_encoder(self.root / 'dalle_encoder.pth')
+        self.dalle = write_dalle(self.root)
         for name, tok in PRETRAININGS.items():
-            target = self.out[tok] if tok else dalle
+            target = self.out[tok] if tok else self.dalle[0]
             self.train(name, name, pretrain_options(name, self.data, target), target)
         for tok in ABLATION_TOKENIZERS + (HALF_DEPTH, ):
             self.train(f'pretrain_vitb_in1k_300e+{tok}', 'pretrain_vitb_in1k_300e',
@@ -472,6 +479,29 @@ class Chains:
                 'test_evaluator': dict(type='Accuracy', topk=(1, ))},
                 write_deit_tiny_classifier(self.root / 'deit_tiny.pth'))
 
+    def dalle_codeword_semantics(self) -> None:
+        """Table 4's DALL-E row: the linear probe on DALL-E's code embeddings, and the DeiT-T
+        on DALL-E's reconstructions."""
+        enc, dec = map(str, self.dalle)
+        tok = {'model.backbone.tokenizer.encoder': enc, 'model.backbone.tokenizer.decoder': dec}
+        cfg = Config.fromfile(PECO / 'linear_codewords_dalle_in1k.py')
+        self.train('linear_codewords_dalle_in1k+dalle', 'linear_codewords_dalle_in1k', {
+            **tok, 'model.neck.input_features': 16, 'model.head.num_classes': 3,
+            'model.head.in_channels': 16,
+            'train_dataloader': image_loader(cfg.train_dataloader, self.data, 'train', IMG / 224),
+            'val_dataloader': image_loader(cfg.val_dataloader, self.data, 'val', IMG / 224),
+            'val_evaluator': dict(type='Accuracy', topk=(1, )), **schedule(validate=True)},
+            self.dalle[1])
+        cfg = Config.fromfile(PECO / 'recon_deit_tiny_dalle_in1k.py')
+        self.test('recon_deit_tiny_dalle_in1k+dalle', 'recon_deit_tiny_dalle_in1k', {
+            **tok, 'model.backbone.arch': dict(_delete_=True, feedforward_channels=256,
+                                               **TINY_ARCH),
+            'model.backbone.img_size': IMG, 'model.head.num_classes': 3,
+            'model.head.in_channels': 64, 'data_preprocessor.num_classes': 3,
+            'test_dataloader': image_loader(cfg.test_dataloader, self.data, 'val', IMG / 224),
+            'test_evaluator': dict(type='Accuracy', topk=(1, ))},
+            write_deit_tiny_classifier(self.root / 'deit_tiny.pth'))
+
     def agreement(self, percep: dict) -> None:
         """Fig. 1: tools/perceptual_agreement.py on a BAPPS-layout subset."""
         from tests.tokenizer.test_perceptual_agreement import write_subset
@@ -481,7 +511,8 @@ class Chains:
             str(self.root / 'bapps' / '2afc' / 'val'), '--size', str(IMG),
             '--tokenizer', str(self.out['tokenizer_vqvae_in1k']),
             '--perceptual-checkpoint', str(percep['vit']), '--perceptual-layers', '1', '2',
-            '3', '4', '--out', str(out)])
+            '3', '4', '--dalle-encoder', str(self.dalle[0]), '--dalle-decoder',
+            str(self.dalle[1]), '--out', str(out)])
         self.out['perceptual_agreement'] = json.loads(out.read_text())
 
     def figures(self) -> None:
@@ -502,6 +533,14 @@ class Chains:
             *map(str, sorted((self.data / 'val').rglob('*.png'))[:2]),
             '--tokenizer', str(self.out['tokenizer_vqvae_in1k']), '--out', str(out),
             '--device', 'cpu'])
+        self.out[f'visualize_mim+{pre}'] = out / 'grid.png'
+        pre = 'pretrain_beit_dalle_vitb_in1k_300e'  # Fig. 4's BEiT side: DALL-E's decoder
+        cfg = self.config_file(pre, pretrain_options(pre, self.data, self.dalle[0]))
+        out = self.root / 'mim_beit'
+        load_tool('visualize_mim').main([
+            str(cfg), str(self.out[pre]),
+            *map(str, sorted((self.data / 'val').rglob('*.png'))[:2]),
+            '--dalle-decoder', str(self.dalle[1]), '--out', str(out), '--device', 'cpu'])
         self.out[f'visualize_mim+{pre}'] = out / 'grid.png'
 
     def robustness(self) -> None:
@@ -546,6 +585,7 @@ def chains(tmp_path_factory):
         c.dense()
         c.videos()
         c.codeword_semantics(percep)
+        c.dalle_codeword_semantics()
         c.agreement(percep)
         c.figures()
         c.robustness()
@@ -565,16 +605,20 @@ ROW_LINKS = {
     '4: λ = 0, probe 10.2, DeiT-T 17.9': [
         'tokenizer_vqvae_lambda0_in1k', 'test+tokenizer_vqvae_lambda0_in1k',
         'recon_deit_tiny_in1k+tokenizer_vqvae_lambda0_in1k'],
+    '4: DALL-E, probe 6.1, DeiT-T 18.2': [
+        'linear_codewords_dalle_in1k+dalle', 'recon_deit_tiny_dalle_in1k+dalle'],
     '4: the codeword linear probe itself (29.7 / 10.2)': [
         'linear_codewords_in1k+tokenizer_vqvae_in1k',
         'linear_codewords_in1k+tokenizer_vqvae_lambda0_in1k'],
-    'Fig. 1 (agreement with human judgement, BAPPS 2AFC): L2 / PeCo codebook / perceptual '
-    'distance': ['perceptual_agreement'],
+    'Fig. 1 (agreement with human judgement, BAPPS 2AFC): L2 / PeCo codebook / perceptual / '
+    'DALL-E codebook distance': ['perceptual_agreement'],
     'Fig. 3 (reconstructions with and without the perceptual loss)': [
         'visualize_reconstructions+tokenizer_vqvae_in1k',
         'visualize_reconstructions+tokenizer_vqvae_lambda0_in1k'],
-    'Fig. 4 (masked patches predicted by PeCo, decoded)': [
-        'pretrain_vitb_in1k_300e', 'visualize_mim+pretrain_vitb_in1k_300e'],
+    'Fig. 4 (masked patches predicted by PeCo and by BEiT, decoded)': [
+        'pretrain_vitb_in1k_300e', 'visualize_mim+pretrain_vitb_in1k_300e',
+        'pretrain_beit_dalle_vitb_in1k_300e',
+        'visualize_mim+pretrain_beit_dalle_vitb_in1k_300e'],
     '6 (implicit vs explicit): classification / contrastive loss on the codewords': [
         link for loss in ('cls', 'contrastive') for link in (
             f'tokenizer_vqvae_{loss}_in1k', ABLATION.format(f'tokenizer_vqvae_{loss}_in1k'))],
@@ -638,7 +682,8 @@ ROW_LINKS = {
 
 RESULT_KEYS = {'test': {'tokenizer/psnr', 'tokenizer/perceptual', 'tokenizer/codeword_probe_acc'},
                'recon_deit_tiny_in1k': {'accuracy/top1'},
-               'perceptual_agreement': {'l2', 'codebook', 'perceptual'},
+               'recon_deit_tiny_dalle_in1k': {'accuracy/top1'},
+               'perceptual_agreement': {'l2', 'codebook', 'perceptual', 'dalle'},
                'adversarial_eval': {'top1_clean', 'top1_bim', 'top1_mifgsm'}}
 
 
@@ -668,6 +713,8 @@ def link_names(key: str) -> set[str]:
     first, _, rest = key.partition('+')
     if first == 'test':  # tools/test.py CONFIG
         return {'test', rest}
+    if first.startswith('recon_deit_tiny'):  # tools/test.py on the classifier's checkpoint
+        return {'test', first}
     return {first}
 
 

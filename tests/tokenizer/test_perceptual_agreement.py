@@ -68,3 +68,34 @@ def test_missing_judge_names_the_file(tmp_path):
         tool.load_triplets(tmp_path / 's')
     with pytest.raises(FileNotFoundError, match='expected ref/, p0/, p1/ and judge/'):
         tool.find_subsets(tmp_path / 's' / 'ref')
+
+
+def test_dalle_codebook_agreement(split, tmp_path):
+    """The dalle distance: DALL-E's codes (OpenAI-style pickled files, read inertly), each
+    replaced by the decoder's embedding of it, compared as the PeCo codebook distance is."""
+    import torch
+
+    from peco_mm.tokenizer import DalleTokenizer
+    from tests.tokenizer.dalle_files import write_tiny_dalle
+    enc, dec, _ = write_tiny_dalle(tmp_path)
+    out = tmp_path / 'agreement.json'
+    tool = load_tool('perceptual_agreement')
+    tool.main([str(split), '--size', '32', '--dalle-encoder', enc, '--dalle-decoder', dec,
+               '--out', str(out)])
+    res = json.loads(out.read_text())
+    assert set(res['a']) == {'l2', 'dalle'}
+    tok = DalleTokenizer(enc, dec)
+    triplets = tool.load_triplets(split / 'a')
+    ref, p0, p1 = (tool.load_images([t[k] for t in triplets], 32) for k in range(3))
+
+    def dist(a, b):
+        qa, qb = tok.codewords(tok.encode(a)), tok.codewords(tok.encode(b))
+        return ((qa - qb) ** 2).sum(1).mean((1, 2))
+    d0, d1 = dist(ref, p0), dist(ref, p1)
+    assert (d0 != d1).any()  # the distance separates some triplets
+    judge = torch.tensor(JUDGE)
+    want = torch.where(d1 < d0, judge, torch.where(d0 < d1, 1 - judge, 0.5)).mean()
+    assert abs(res['a']['dalle']['score'] - float(want)) < 1e-6
+    assert abs(res['a']['dalle']['score'] - res['b']['dalle']['score']) < 1e-6
+    with pytest.raises(SystemExit, match='needs --dalle-encoder and --dalle-decoder'):
+        tool.main([str(split), '--distances', 'dalle', '--dalle-encoder', enc])
