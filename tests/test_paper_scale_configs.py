@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PECO = ROOT / 'configs' / 'peco'
 # everything but the tokenizers (another recipe: Adam, fp32 perceptual loss) and the configs
 # that only evaluate (tools/test.py builds no optimizer)
-EVAL_ONLY = ('recon_deit_tiny_in1k', )
+EVAL_ONLY = ('recon_deit_tiny_in1k', 'recon_deit_tiny_dalle_in1k')
 PAPER_SCALE = sorted(p for p in PECO.glob('*.py')
                      if not p.stem.startswith('tokenizer_') and p.stem not in EVAL_ONLY)
 COCO = ('mask_rcnn_', 'cascade_mask_rcnn_')
