@@ -4,7 +4,9 @@ One corrupt JPEG kills a 100-epoch run mid-epoch with mmcv's `failed to load ima
 zero-byte PNG with an OpenCV assertion that names no file. `BadSampleGuard` wraps the
 training dataset (tools/train.py wraps every run's) and either stops at once naming the file
 and the reason (the default), or logs the file and takes the next sample, up to a limit.
-`tools/check_dataset.py CONFIG` finds every bad file before a run starts.
+`tools/check_dataset.py CONFIG` finds every bad file before a run starts. An error raised in
+a pipeline step after the file was read (a transform's settings, a library version) is named
+as that step's, not the file's.
 """
 from __future__ import annotations
 
@@ -68,6 +70,15 @@ class BadSampleGuard:
             except Exception as e:  # noqa: BLE001 (any loading error: decode, transform)
                 where = sample_files(self.dataset, idx)
                 reason = f'{type(e).__name__}: {str(e).strip() or repr(e)}'
+                step = failing_step(e)
+                if step is not None and not step.startswith(FILE_READERS):
+                    if self.policy == 'raise':  # the file was read: not a bad file
+                        raise RuntimeError(
+                            f'{where}: training sample {idx} was read, then the pipeline step '
+                            f'{step} failed on it ({reason}). Check that step\'s settings and '
+                            'the installed versions; tools/check_dataset.py checks the files, '
+                            'not the transforms.') from e
+                    reason += f', raised in the pipeline step {step}'
                 if self.policy == 'raise':
                     raise RuntimeError(
                         f'{where}: training sample {idx} failed to load ({reason}). Find every '
@@ -83,6 +94,23 @@ class BadSampleGuard:
                 print_log(f'skipped bad sample {where} ({reason}); {self.skipped} of '
                           f'max_skips={self.max_skips}', logger='current', level=logging.WARNING)
                 idx = (idx + 1) % len(self.dataset)
+
+
+# pipeline steps that read the sample's file: an error in one of them is the file's
+FILE_READERS = ('Load', 'Decord', 'PyAV', 'OpenCVInit', 'RawFrameDecode')
+
+
+def failing_step(err: BaseException) -> str | None:
+    """The class name of the innermost pipeline transform in `err`'s traceback (None: the
+    error came from outside every transform, e.g. the dataset's own indexing)."""
+    from mmcv.transforms import BaseTransform
+    name = None
+    tb = err.__traceback__
+    while tb is not None:
+        if isinstance(tb.tb_frame.f_locals.get('self'), BaseTransform):
+            name = type(tb.tb_frame.f_locals['self']).__name__
+        tb = tb.tb_next
+    return name
 
 
 def sample_files(dataset, idx: int) -> str:

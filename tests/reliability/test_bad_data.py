@@ -163,3 +163,31 @@ def test_check_dataset_on_coco(tmp_path, coco_root, isolated_mmengine, capsys):
     status, out = check_dataset([cfg, '--split', 'train'], capsys)
     assert status == 1 and 'BAD train_dataloader.dataset: FileNotFoundError: ' in out
     assert images[1].name in out
+
+
+def test_a_step_failing_after_the_file_was_read_is_named_not_the_file(cls_data):
+    """A transform error (settings, library versions) is not a bad file: the error names the
+    step; under policy='skip' the reason names it too."""
+    from mmcv.transforms import BaseTransform
+    from mmpretrain.datasets import CustomDataset
+
+    from peco_mm.datasets.bad_samples import BadSampleGuard
+
+    class FailsOnBlue(BaseTransform):
+        def transform(self, results):
+            if '/blue/' in results['img_path']:
+                raise OverflowError('Python integer -114 out of bounds for uint8')
+            return results
+
+    ds = CustomDataset(data_root=str(cls_data / 'train'),
+                       pipeline=[dict(type='LoadImageFromFile'), FailsOnBlue()])
+    blue = next(i for i in range(len(ds)) if '/blue/' in ds.get_data_info(i)['img_path'])
+    with pytest.raises(RuntimeError, match=r'blue/.*: training sample \d+ was read, then the '
+                       r'pipeline step FailsOnBlue failed on it \(OverflowError: Python integer'
+                       r'.*tools/check_dataset\.py checks the files, not the transforms'):
+        BadSampleGuard(ds)[blue]
+    with pytest.raises(RuntimeError, match=r'max_skips=0 samples failed to load; the last: '
+                       r'OverflowError: .*, raised in the pipeline step FailsOnBlue'):
+        BadSampleGuard(ds, policy='skip', max_skips=0)[blue]
+    other = next(i for i in range(len(ds)) if '/blue/' not in ds.get_data_info(i)['img_path'])
+    assert BadSampleGuard(ds)[other]['img_path'].endswith('.png')
