@@ -2,7 +2,7 @@
 """Convert a ViT checkpoint into PeCoViT weights.
 
     python tools/convert_checkpoint.py SRC DST [--format F] [--img-size N] [--per-block-rel-pos]
-                                       [--num-heads H] [--unsafe-pickle]
+                                       [--num-heads H]
 
 Reads unilm BEiT / PeCo release files, timm ViT and BEiT (.pth or .safetensors), MAE, MoCo v3,
 DINO, mmpretrain and peco_mm checkpoints (the format is detected unless --format is given),
@@ -13,8 +13,9 @@ it, e.g. in a config:
                   init_cfg=dict(type='Pretrained', checkpoint='DST'))
 
 Every dropped, unrecognised, missing or unexpected key is printed by name. The source is read
-with torch.load(weights_only=True); files holding other pickled objects (e.g. argparse
-namespaces in MAE / DINO training checkpoints) need --unsafe-pickle, for trusted files only.
+with torch.load(weights_only=True); other pickled objects a file holds (e.g. the argparse
+namespaces of MAE / DINO training checkpoints) are read as inert stand-ins, whose names are
+printed: nothing of them runs (docs/security.md).
 """
 # no `from __future__ import annotations`: the dataclass must work when the tool is loaded
 # from its file without a sys.modules entry (tests, tools/demo.py)
@@ -30,7 +31,7 @@ EPILOG = """examples:
   tools/convert_checkpoint.py mocov3_vit-b.pth.tar mocov3_pecovit.pth
   tools/convert_checkpoint.py beit_base_patch16_224_pt22k.pth beit_pecovit.pth \\
       --per-block-rel-pos --img-size 512
-  tools/convert_checkpoint.py dino_vitbase16_pretrain_full_checkpoint.pth dino.pth --unsafe-pickle
+  tools/convert_checkpoint.py dino_vitbase16_pretrain_full_checkpoint.pth dino.pth
 """
 
 
@@ -49,10 +50,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--num-heads', type=int, default=None,
                         help='attention heads, when the weights do not say (no relative-'
                         'position table); default embed_dims // 64')
-    parser.add_argument('--unsafe-pickle', action='store_true',
-                        help='TRUSTED FILES ONLY: unpickle the non-tensor objects a source '
-                        'holds (this can run code from the file; see docs/security.md)')
-    return parser.parse_args(argv)
+    parser.add_argument('--unsafe-pickle', action='store_true', help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.unsafe_pickle:  # an earlier version's flag: files are read safely now
+        print('convert_checkpoint: --unsafe-pickle is no longer needed or used: other pickled '
+              'objects are read as inert stand-ins', file=sys.stderr)
+    return args
 
 
 @dataclass
@@ -78,7 +81,7 @@ class ConvertResult:
 
 def convert_file(src: str, dst: str, fmt: str | None = None, img_size: int | None = None,
                  per_block_rel_pos: bool = False, num_heads: int | None = None,
-                 unsafe_pickle: bool = False, warn=None) -> ConvertResult:
+                 warn=None) -> ConvertResult:
     """Convert `src`, check it against the PeCoViT its arguments build, write `dst`.
 
     Raises FileNotFoundError / ValueError (unreadable file, unknown format, bad size).
@@ -88,7 +91,7 @@ def convert_file(src: str, dst: str, fmt: str | None = None, img_size: int | Non
     from peco_mm.checkpoint import convert_checkpoint, read_checkpoint
     from peco_mm.models.vit import PeCoViT
 
-    ckpt = read_checkpoint(src, unsafe_pickle=unsafe_pickle, warn=warn)
+    ckpt = read_checkpoint(src, inert_objects=True, warn=warn)
     conv = convert_checkpoint(ckpt, fmt, img_size, per_block_rel_pos)
     kwargs = conv.kwargs
     if num_heads is not None:
@@ -126,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         res = convert_file(args.src, args.dst, args.format, args.img_size, args.per_block_rel_pos,
-                           args.num_heads, args.unsafe_pickle, warn=print)
+                           args.num_heads, warn=print)
     except (FileNotFoundError, ValueError) as err:
         print(f'convert_checkpoint: error: {err}', file=sys.stderr)
         return 1

@@ -16,9 +16,9 @@ fine-tuned classifier (mmpretrain ImageClassifier, its head included) or a dense
              transformers.AutoModel.from_pretrained('DST') or the printed BeitFor* class
 
 The exact loading calls are printed, with every note on what the target format cannot hold.
-The source is read with the safe loader (weights only). A trusted file that pickles Python
-objects is converted once with tools/convert_checkpoint.py --unsafe-pickle, the one trusted
-path, and the converted file exported.
+The source is read with the safe loader (weights only). A file that pickles other Python
+objects is converted once with tools/convert_checkpoint.py (which reads them as inert
+stand-ins), and the converted file exported.
 """
 # no `from __future__ import annotations`: the tool is also loaded from its file by the tests
 import argparse

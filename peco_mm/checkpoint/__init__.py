@@ -6,8 +6,10 @@
 - `keymaps`: other formats' key names mapped to PeCoViT's, and a ViT's arguments read from
   its weights;
 - `mmengine_loaders`: mmengine's checkpoint schemes routed through the gate;
-- `module_pickle`: the weights of a pickled `nn.Module` (OpenAI's DALL-E files), read
-  through the same weights-only unpickler without running the module's code.
+- `inert`: a file's other pickled objects read as inert stand-ins through the same
+  weights-only unpickler (`read_checkpoint(path, inert_objects=True)`): nothing of them runs;
+- `module_pickle`: the weights of a pickled `nn.Module` (OpenAI's DALL-E files), read off
+  those stand-ins.
 """
 from .keymaps import (FORMATS, Conversion, cnn_backbone_state_dict, convert_checkpoint,
                       convert_state_dict, detect_format, infer_pecovit_kwargs,

@@ -6,8 +6,9 @@ loader `peco_mm.checkpoint` registers with mmengine, `load_from`, `resume` and e
 `init_cfg` Pretrained). It reads local files and http(s):// URLs (downloaded once into torch
 hub's cache) with torch's weights-only unpickler plus the few mmengine types its
 checkpoints carry (or safetensors), says what is wrong with a file that is empty, not a torch
-checkpoint, truncated or holds pickled objects, and reads the config text a checkpoint
-stores (`meta.cfg`, `meta.config`, `message_hub.runtime_info.cfg`) as data
+checkpoint, truncated or holds pickled objects (which the converter and DALL-E's reader take
+as inert stand-ins: nothing read from a file is ever run), and reads the config text a
+checkpoint stores (`meta.cfg`, `meta.config`, `message_hub.runtime_info.cfg`) as data
 (`peco_mm.checkpoint`), refusing any that is not. `unwrap`, `strip_prefix` and
 `select_prefix` take a state dict out of its nesting and prefixes; the format-specific
 choices live in `peco_mm.checkpoint`.
@@ -41,22 +42,25 @@ LEGACY_MAGIC = pickle.dumps(0x1950a86a20f9469cfc6c, protocol=2)  # torch < 1.6 f
 HASH_IN_NAME = re.compile(r'-([a-f0-9]{8,})\.')
 
 
-def read_checkpoint(path: str, unsafe_pickle: bool = False,
+def read_checkpoint(path: str, inert_objects: bool = False,
                     warn: Callable[[str], None] | None = None, *,
-                    map_location='cpu', mmap: bool = False) -> dict:
+                    map_location='cpu', mmap: bool = False):
     """Read a checkpoint file or http(s):// URL without running anything from it.
 
     torch.load with weights_only=True (or safetensors); mmengine checkpoints load safely,
     their few non-tensor types (meta, message_hub) are allowed for this call only. Any other
     pickled object, a file that is empty, not a torch checkpoint or truncated, and stored
     config text that is not plain data are refused with a one-line ValueError naming the
-    file. Only `unsafe_pickle=True` (tools/convert_checkpoint.py --unsafe-pickle, for files
-    you trust) unpickles arbitrary objects, after telling `warn`.
+    file. With `inert_objects=True` (tools/convert_checkpoint.py, DALL-E's pickled modules)
+    the other pickled objects are read as inert stand-ins instead (`peco_mm.checkpoint.inert`:
+    the same unpickler, nothing of them runs), and `warn` is told which.
 
     Args:
         path: a local file, or an http(s):// URL (see `fetch_url`).
         map_location: as torch.load's.
         mmap: map the tensors instead of reading them (zip files; e.g. to read only meta).
+    Returns: what the file holds, usually a dict (with `inert_objects`, a pickled module is
+    its stand-in).
     """
     path = os.fspath(path)
     if is_url(path):
@@ -78,23 +82,23 @@ def read_checkpoint(path: str, unsafe_pickle: bool = False,
         allowed = torch.serialization.get_safe_globals()
         extra = [t for t in mmengine_checkpoint_types() if t not in allowed]
         with torch.serialization.safe_globals(extra):
-            ckpt = torch.load(path, map_location=map_location, weights_only=True,
-                              mmap=mmap and is_zip)
-    except pickle.UnpicklingError as err:
-        reason = _refusal_reason(err)
-        if not unsafe_pickle:
-            raise ValueError(
-                f'{path} holds pickled Python objects that the weights-only loader refuses '
-                f'({reason}). If you trust the file, convert it once with '
-                'tools/convert_checkpoint.py --unsafe-pickle and use the converted, '
-                'tensors-only file (see docs/security.md)') from None
-        return _read_trusted_pickle(path, map_location, warn)
+            try:
+                ckpt = torch.load(path, map_location=map_location, weights_only=True,
+                                  mmap=mmap and is_zip)
+            except pickle.UnpicklingError as err:
+                if not inert_objects:
+                    raise ValueError(
+                        f'{path} holds pickled Python objects that the weights-only loader '
+                        f'refuses ({_refusal_reason(err)}). Convert it once with '
+                        'tools/convert_checkpoint.py, which reads them as inert stand-ins '
+                        '(nothing of them runs), and use the converted, tensors-only file '
+                        '(see docs/security.md)') from None
+                ckpt = _read_with_stand_ins(path, map_location, warn)
     except (EOFError, RuntimeError, OSError) as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
         raise ValueError(f'{path}: unreadable torch checkpoint, truncated or corrupt '
                          f'({first})') from None
-    if not unsafe_pickle:
-        check_stored_config(ckpt, path)
+    check_stored_config(ckpt, path)
     return ckpt
 
 
@@ -103,11 +107,23 @@ def is_url(path) -> bool:
     return str(path).startswith(URL_PREFIXES)
 
 
-def _read_trusted_pickle(path: str, map_location, warn) -> dict:
-    """The one place that unpickles arbitrary objects: only for `unsafe_pickle=True`."""
-    (warn or log)(f'WARNING: {path} is loaded with weights_only=False: this runs arbitrary '
-                  'code from the file; only do it for files you trust')
-    return torch.load(path, map_location=map_location, weights_only=False)
+def _read_with_stand_ins(path: str, map_location, warn):
+    """`path` with its pickled objects as inert stand-ins (`inert_objects=True`)."""
+    from .inert import load_with_stand_ins
+    try:
+        ckpt, stood_in = load_with_stand_ins(path, map_location)
+    except pickle.UnpicklingError as err:
+        if 'persistent_load of storage' in str(err):  # a legacy file's module source records
+            raise ValueError(
+                f'{path}: a module pickled in the legacy format (torch < 1.6) carries its '
+                'source code, which the weights-only unpickler does not read; in an '
+                'environment you trust, save its state_dict() and give that file') from None
+        raise ValueError(f'{path} holds pickled Python objects that the weights-only loader '
+                         f'refuses, even as inert stand-ins ({_refusal_reason(err)})') from None
+    if stood_in:
+        (warn or log)(f'{path}: {", ".join(stood_in)} read as inert stand-ins (data kept, '
+                      'nothing of them run)')
+    return ckpt
 
 
 def file_problem(path: str) -> str | None:
@@ -201,7 +217,7 @@ def _refusal_reason(err: Exception) -> str:
     """The line of torch's weights-only error that says what it refused."""
     lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
     for ln in lines:
-        if 'GLOBAL' in ln or ln.startswith('Unsupported'):
+        if 'GLOBAL' in ln or ln.startswith('Unsupported') or 'blocked' in ln:
             return ln[:200]
     return (lines[-1] if lines else type(err).__name__)[:200]
 

@@ -10,6 +10,7 @@ import torch
 
 import peco_mm.checkpoint
 from peco_mm.checkpoint import read_checkpoint, select_prefix, strip_prefix, unwrap
+from peco_mm.checkpoint.inert import InertStandIn
 from peco_mm.layers import resize_rel_pos_table
 from peco_mm.models import PeCoViT
 
@@ -44,7 +45,8 @@ def test_prefix_helpers():
 
 
 class NotATensor:
-    pass
+    def __init__(self, x: int = 3) -> None:
+        self.x = x
 
 
 def test_read_checkpoint_safe_by_default(tmp_path):
@@ -62,9 +64,11 @@ def test_read_checkpoint_safe_by_default(tmp_path):
     torch.save({'state_dict': {'w': torch.ones(2)}, 'args': NotATensor()}, bad)
     with pytest.raises(ValueError, match=r'pickled.pth holds pickled Python objects'):
         read_checkpoint(bad)
-    warnings = []
-    assert 'args' in read_checkpoint(bad, unsafe_pickle=True, warn=warnings.append)
-    assert 'weights_only=False' in warnings[0]
+    warnings = []  # the converter's reading: the object kept as an inert stand-in, not run
+    args = read_checkpoint(bad, inert_objects=True, warn=warnings.append)['args']
+    assert isinstance(args, InertStandIn) and args.pickled_name.endswith('NotATensor')
+    assert args.state == {'x': 3} and not isinstance(args, NotATensor)
+    assert 'NotATensor read as inert stand-ins' in warnings[0]
     with pytest.raises(FileNotFoundError, match='nowhere.pth'):
         read_checkpoint(tmp_path / 'nowhere.pth')
 
