@@ -89,10 +89,11 @@ def read_checkpoint(path: str, inert_objects: bool = False,
                 if not inert_objects:
                     raise ValueError(
                         f'{path} holds pickled Python objects that the weights-only loader '
-                        f'refuses ({_refusal_reason(err)}). Convert it once with '
-                        'tools/convert_checkpoint.py, which reads them as inert stand-ins '
-                        '(nothing of them runs), and use the converted, tensors-only file '
-                        '(see docs/security.md)') from None
+                        f'refuses ({_refusal_reason(err)}). For ViT weights, convert it '
+                        'once with tools/convert_checkpoint.py, which reads them as inert '
+                        'stand-ins (nothing of them runs), and use the converted, tensors-only '
+                        "file; DALL-E's pickled encoder.pkl / decoder.pkl are read so by "
+                        'DalleTokenizer (see docs/security.md)') from None
                 ckpt = _read_with_stand_ins(path, map_location, warn)
     except (EOFError, RuntimeError, OSError) as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]

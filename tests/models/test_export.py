@@ -347,7 +347,7 @@ def test_cli_prints_the_loading_calls(tmp_path, capsys):
                pickled)
     assert tool.main([str(pickled), str(tmp_path / 'z'), '--to', 'hf']) == 1
     err = capsys.readouterr().err
-    assert 'pickled Python objects' in err and 'Convert it once with tools/convert_checkpoint' \
+    assert 'pickled Python objects' in err and 'convert it once with tools/convert_checkpoint' \
         in err and '--unsafe-pickle' not in err
     assert not (tmp_path / 'z').exists()
     with pytest.raises(SystemExit):  # no flag of its own
