@@ -134,7 +134,8 @@ TOKENIZER_TARGETS = [p for p in CONFIGS
 def test_pretraining_names_a_tokenizer_a_shipped_config_trains(pretrain):
     """A frozen tokenizer takes its architecture from the checkpoint: the config names the file
     (written by a tokenizer config) and no argument FrozenPeCoTokenizer would refuse."""
-    from peco_mm.tokenizer.tokenizer import ARCH_KEYS, FrozenPeCoTokenizer
+    from peco_mm.tokenizer.encoding import ARCH_KEYS
+    from peco_mm.tokenizer.frozen import FrozenPeCoTokenizer
     tg = dict(load(pretrain).model.target_generator)
     accepted = set(inspect.signature(FrozenPeCoTokenizer).parameters) - {'arch'}
     unknown = set(tg) - {'type'} - accepted - set(ARCH_KEYS)

@@ -161,7 +161,7 @@ def main(argv=None):
         files = find_images(args.images)
     except FileNotFoundError as err:
         raise SystemExit(f'tokenize_dataset.py: {err}')
-    from peco_mm.tokenizer.tokenizer import ARCH_KEYS
+    from peco_mm.tokenizer.encoding import ARCH_KEYS
     unknown = sorted(set(args.arch) - set(ARCH_KEYS))
     if unknown:
         raise SystemExit(f'tokenize_dataset.py: --arch {", ".join(unknown)}: not an '

@@ -14,7 +14,7 @@ import torch
 import torch.nn as nn
 
 from ..registry import MODELS
-from .tokenizer import FrozenPeCoTokenizer
+from .frozen import FrozenPeCoTokenizer
 
 
 @MODELS.register_module()

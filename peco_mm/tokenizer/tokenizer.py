@@ -20,117 +20,23 @@ pipelines (e.g. the second view of a MIM data preprocessor).
 """
 from __future__ import annotations
 
-import inspect
 import os.path as osp
 from typing import Sequence
 
 import torch
 import torch.nn.functional as F
-import torch.nn as nn
-from mmengine.model import BaseDataPreprocessor, BaseModel
+from mmengine.model import BaseModel
 
+from ..checkpoint import is_url, read_checkpoint, tokenizer_state_dict
 from ..layers.quantizer import CODEBOOK_SIZE, EMAVectorQuantizer, codebook_stats
-from ..checkpoint import is_url, parse_config_text, read_checkpoint, tokenizer_state_dict
 from ..registry import MODELS
-from ..utils.image import TOKENIZER_MEAN, TOKENIZER_STD, to_uint8
-from ..utils.precision import native_bf16
-from .cnn import CNNDecoder, CNNEncoder
+from ..utils.image import to_uint8
 from .codeword_loss import CODEWORD_LOSSES, build_codeword_loss
 from .discriminator import PatchDiscriminator, discriminator_loss, generator_loss
+from .encoding import ARCH_KEYS, TokenizerEncoding, build_codec, check_encode_bf16
 from .perceptual import PerceptualLoss
 
-ENCODER_TYPES = ('cnn', 'vit')
 PIXEL_LOSSES = ('l1', 'l2')
-# the PeCoTokenizer arguments that fix the encoder / decoder / codebook shapes: what a
-# checkpoint's stored config must say (and all a frozen tokenizer takes from it)
-ARCH_KEYS = ('encoder_type', 'base_channels', 'channel_mult', 'num_res_blocks',
-             'decoder_base_channels', 'decoder_num_res_blocks', 'dropout', 'vit_cfg',
-             'decoder_vit_cfg', 'num_embeddings', 'embed_dims')
-TARGET_GENERATOR_KEY = 'model.target_generator.checkpoint'
-
-
-# ---- data preprocessing -------------------------------------------------------------------------
-def to_three_channels(img: torch.Tensor, where: str = 'an input image') -> torch.Tensor:
-    """(..., C, H, W) with C in {1, 2, 3, 4} -> 3 channels: grey is repeated, alpha dropped."""
-    c = img.shape[-3]
-    if c == 3:
-        return img
-    if c in (1, 2):  # grey, grey + alpha
-        return img.narrow(-3, 0, 1).expand(*img.shape[:-3], 3, *img.shape[-2:])
-    if c == 4:  # colour + alpha
-        return img.narrow(-3, 0, 3)
-    raise ValueError(f'{where} has {c} channels; the tokenizer takes 1 (grey), 3 (colour) or '
-                     '4 (colour + alpha) channels')
-
-
-@MODELS.register_module()
-class TokenizerDataPreprocessor(BaseDataPreprocessor):
-    """uint8 images (BGR from mmcv's loader) -> RGB float in [-1, 1], stacked (B, 3, H, W).
-    1- and 4-channel images are converted to 3 channels; other counts are an error naming
-    the file. On same-size colour batches this is mmengine's `ImgDataPreprocessor` with the
-    tokenizer's mean / std and `bgr_to_rgb=True` (tested); it is kept for the channel
-    conversion and because mmengine's pads a batch of mixed sizes silently, which would put
-    padding into the codes, where this one refuses the batch."""
-
-    def __init__(self, mean: Sequence[float] = TOKENIZER_MEAN,
-                 std: Sequence[float] = TOKENIZER_STD,
-                 to_rgb: bool = True, non_blocking: bool = False) -> None:
-        super().__init__(non_blocking)
-        if len(mean) != 3 or len(std) != 3 or min(std) <= 0:
-            raise ValueError(f'mean={mean}, std={std}: need three values each, std > 0')
-        self.to_rgb = to_rgb
-        self.register_buffer('mean', torch.tensor(mean).view(1, 3, 1, 1), False)
-        self.register_buffer('std', torch.tensor(std).view(1, 3, 1, 1), False)
-
-    def forward(self, data: dict, training: bool = False) -> dict:
-        data = self.cast_data(data)
-        inputs, samples = data['inputs'], data.get('data_samples')
-        imgs = []
-        for i, img in enumerate(inputs):  # a list or a stacked tensor of (C, H, W)
-            imgs.append(to_three_channels(img, _describe(samples, i)))
-        sizes = {tuple(im.shape[-2:]) for im in imgs}
-        if len(sizes) > 1:
-            raise ValueError(f'images of one batch differ in size {sorted(sizes)}; crop or '
-                             'resize them to one size in the pipeline')
-        x = torch.stack(imgs).float()  # (B, 3, H, W)
-        if self.to_rgb:
-            x = x.flip(1)
-        x = (x - self.mean) / self.std
-        return dict(inputs=x, data_samples=samples)
-
-
-def _describe(samples, i: int) -> str:
-    try:
-        path = samples[i].metainfo.get('img_path')
-    except (AttributeError, IndexError, TypeError):
-        path = None
-    return f'image {path!r}' if path else f'image {i} of the batch'
-
-
-# ---- the parts and the encode path shared by the trainable and the frozen tokenizer -----------
-def build_codec(embed_dims: int, encoder_type: str = 'cnn', base_channels: int = 64,
-                channel_mult: Sequence[int] = (1, 2, 4, 8, 8), num_res_blocks: int = 2,
-                decoder_base_channels: int | None = None,
-                decoder_num_res_blocks: int | None = None, dropout: float = 0.0,
-                vit_cfg: dict | None = None, decoder_vit_cfg: dict | None = None,
-                with_decoder: bool = True) -> tuple[nn.Module, nn.Module | None]:
-    """(encoder, decoder or None) of a tokenizer; arguments as `PeCoTokenizer`'s."""
-    if encoder_type not in ENCODER_TYPES:
-        raise ValueError(f'encoder_type={encoder_type!r}; allowed: {ENCODER_TYPES}')
-    decoder = None
-    if encoder_type == 'cnn':
-        encoder = CNNEncoder(3, embed_dims, base_channels, channel_mult, num_res_blocks,
-                             dropout)
-        if with_decoder:
-            decoder = CNNDecoder(embed_dims, 3, decoder_base_channels or base_channels,
-                                 channel_mult, decoder_num_res_blocks or num_res_blocks,
-                                 dropout)
-    else:
-        from .vit_codec import ViTDecoder, ViTEncoder
-        encoder = ViTEncoder(embed_dims, **(vit_cfg or {}))
-        if with_decoder:
-            decoder = ViTDecoder(embed_dims, **(decoder_vit_cfg or vit_cfg or {}))
-    return encoder, decoder
 
 
 def check_loss_args(pixel_loss: str, perceptual_weight: float, adversarial_weight: float,
@@ -151,83 +57,6 @@ def check_loss_args(pixel_loss: str, perceptual_weight: float, adversarial_weigh
                          '(grey and RGBA inputs are converted to 3 channels)')
 
 
-ENCODE_PRECISIONS = (False, True, 'auto')
-
-
-def check_encode_bf16(encode_bf16) -> bool | str:
-    """`encode_bf16` itself, or a ValueError naming the allowed settings."""
-    if not (isinstance(encode_bf16, bool) or encode_bf16 == 'auto'):
-        raise ValueError(f'encode_bf16={encode_bf16!r}; expected one of {ENCODE_PRECISIONS}')
-    return encode_bf16
-
-
-def bf16_targets(encode_bf16: bool | str, device: torch.device) -> bool:
-    """Whether `encode` runs its encoder in bf16 on `device` for an `encode_bf16` setting
-    (False / True / 'auto': bf16 only where `device` computes it natively); the setting was
-    checked when the tokenizer was built (`check_encode_bf16`)."""
-    return native_bf16(device) if encode_bf16 == 'auto' else bool(encode_bf16)
-
-
-class TokenizerEncoding:
-    """`encode` / `decode` over `self.encoder`, `self.quantizer` and `self.decoder` (or None),
-    shared by `PeCoTokenizer` and `FrozenPeCoTokenizer`."""
-    encoder: nn.Module
-    decoder: nn.Module | None
-    quantizer: EMAVectorQuantizer
-    channels_last: bool
-    encode_bf16: bool | str
-
-    @property
-    def num_embeddings(self) -> int:
-        return self.quantizer.num_embeddings
-
-    @property
-    def embed_dims(self) -> int:
-        return self.quantizer.embed_dims
-
-    @property
-    def downsample(self) -> int:
-        return self.encoder.downsample
-
-    def encode(self, img: torch.Tensor, bf16: bool | None = None) -> torch.Tensor:
-        """(B, 3, H, W) images in [-1, 1] -> (B, H/s, W/s) long codes, s = self.downsample.
-        Runs under inference mode, channels-last when set. The encoder runs in bf16 autocast
-        when `bf16` is True (on the images' device, CPU included), in fp32 when False, and by
-        default as `encode_bf16` says (`bf16_targets`); the nearest-codeword search is fp32
-        always. The codes returned are ordinary tensors, usable as cross-entropy targets."""
-        self._check_size(img)
-        img = to_three_channels(img)
-        use_bf16 = bf16_targets(self.encode_bf16, img.device) if bf16 is None else bool(bf16)
-        with torch.inference_mode():
-            if self.channels_last:
-                img = img.contiguous(memory_format=torch.channels_last)
-            with torch.autocast(img.device.type, dtype=torch.bfloat16, enabled=use_bf16):
-                z = self.encoder(img)  # (B, D, h, w)
-            codes = self.quantizer.encode(z)  # (B, h, w)
-        return codes.clone()  # leave inference mode: targets may be saved for backward
-
-    def decode(self, codes: torch.Tensor) -> torch.Tensor:
-        """(B, h, w) codes -> (B, 3, h·s, w·s) images in [-1, 1]."""
-        if self.decoder is None:
-            raise RuntimeError(f'this {type(self).__name__} was built with with_decoder=False; '
-                               'load it with with_decoder=True to decode')
-        return self.decoder(self.codewords(codes)).clamp(-1, 1)
-
-    def codewords(self, codes: torch.Tensor) -> torch.Tensor:
-        """(B, h, w) codes -> (B, D, h, w) quantized codewords."""
-        return self.quantizer.codes_to_vectors(codes)
-
-    def _check_size(self, img: torch.Tensor) -> None:
-        if img.dim() != 4:
-            raise ValueError(f'expected images (B, C, H, W), got shape {tuple(img.shape)}')
-        H, W = img.shape[-2:]
-        s = self.downsample
-        if H % s or W % s:
-            raise ValueError(f'image size {H}x{W} is not a multiple of the tokenizer\'s '
-                             f'downsampling factor {s}; resize or crop to a multiple of {s}')
-
-
-# ---- the tokenizer ----------------------------------------------------------------------------
 @MODELS.register_module()
 class PeCoTokenizer(TokenizerEncoding, BaseModel):
     """VQ-VAE with perceptual loss and EMA codebook; see the module docstring.
@@ -495,69 +324,6 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
         return int(it) if it is not None else self._iter
 
 
-@MODELS.register_module()
-class FrozenPeCoTokenizer(TokenizerEncoding, nn.Module):
-    """The target generator of masked image modeling: a trained tokenizer's encoder and
-    codebook (decoder only with with_decoder=True), frozen, always in eval mode, without a
-    data preprocessor (the MIM data preprocessor prepares its [-1, 1] view).
-
-    The architecture is read from the checkpoint (the config tools/train.py stores in it, or
-    the shapes of a CNN encoder and codebook, see `checkpoint_arch`), so a pretraining config
-    only names the file:
-
-        target_generator=dict(type='FrozenPeCoTokenizer', checkpoint='tokenizer.pth')
-
-    Args:
-        checkpoint: a tokenizer checkpoint written by tools/train.py, or a PeCo pretraining
-            checkpoint (its `target_generator.*` weights).
-        with_decoder: also load the decoder (for visualising codes).
-        channels_last, encode_bf16: as `PeCoTokenizer`'s `encode`.
-        config_key: the config key that gives `checkpoint`, named when the file is missing
-            (the MIM target generator's by default; wrappers pass their own).
-        **arch: architecture arguments (`ARCH_KEYS`) that replace the checkpoint's, e.g. for a
-            ViT-encoder file that stores no config.
-    """
-
-    def __init__(self, checkpoint: str | None = None, with_decoder: bool = False,
-                 channels_last: bool = True, encode_bf16: bool | str = False,
-                 config_key: str = TARGET_GENERATOR_KEY, **arch) -> None:
-        super().__init__()
-        unknown = sorted(set(arch) - set(ARCH_KEYS))
-        if unknown:
-            raise TypeError(f'FrozenPeCoTokenizer: unknown arguments {unknown}; the '
-                            f'architecture comes from the checkpoint, and may be overridden '
-                            f'with {", ".join(ARCH_KEYS)}')
-        if not checkpoint or not (is_url(checkpoint) or osp.isfile(str(checkpoint))):
-            raise FileNotFoundError(
-                f'FrozenPeCoTokenizer: tokenizer checkpoint {checkpoint!r} not found; set '
-                f'{config_key}=PATH to a tokenizer trained with tools/train.py '
-                '(configs/peco/tokenizer_*.py)')
-        ckpt = _read(checkpoint)
-        arch = checkpoint_arch(ckpt, checkpoint, arch)
-        self.arch_args = arch
-        self.checkpoint = str(checkpoint)
-        self.channels_last = channels_last
-        self.encode_bf16 = check_encode_bf16(encode_bf16)
-        self.encoder, self.decoder = build_codec(with_decoder=with_decoder, **_codec_args(arch))
-        self.quantizer = EMAVectorQuantizer(arch.get('num_embeddings', CODEBOOK_SIZE),
-                                            arch.get('embed_dims', 256), init='random',
-                                            restart_threshold=0.0)
-        load_tokenizer_state(self, self.checkpoint, ckpt)
-        if channels_last:
-            self.encoder.to(memory_format=torch.channels_last)
-        self.requires_grad_(False)
-        super().train(False)
-
-    def train(self, mode: bool = True) -> 'FrozenPeCoTokenizer':
-        return super().train(False)  # always eval: GroupNorm / codebook stay as trained
-
-    def init_weights(self) -> None:
-        """Nothing to do: the weights were read from the checkpoint when it was built."""
-
-    def forward(self, img: torch.Tensor) -> torch.Tensor:
-        return self.encode(img)
-
-
 def _gt_label(data_samples, i: int):
     if not data_samples:
         return None
@@ -577,81 +343,6 @@ def _read(path: str) -> dict:
     if not isinstance(ckpt, dict):
         raise ValueError(f'{path}: expected a checkpoint dict, got {type(ckpt).__name__}')
     return ckpt
-
-
-def checkpoint_arch(ckpt: dict, path: str, overrides: dict | None = None) -> dict:
-    """The tokenizer architecture (`ARCH_KEYS`) of a checkpoint, from the first source that
-    has it: `overrides`, then the plain dict `meta.tokenizer_arch` (written by
-    `ArchitectureMetaHook` since checkpoints stopped relying on config text), then the config
-    mmengine's Runner stores as text in `meta.cfg`, read as data (a tokenizer run's `model`,
-    or the `target_generator` of a pretraining run that spelled it out), then the shapes of a
-    CNN encoder and codebook in the state dict (e.g. a pretraining checkpoint whose target
-    generator was a `FrozenPeCoTokenizer`), then `PeCoTokenizer`'s defaults."""
-    overrides = dict(overrides or {})
-    stored = _meta(ckpt).get('tokenizer_arch')
-    model = stored if isinstance(stored, dict) else _tokenizer_cfg(ckpt, path)
-    shapes = infer_cnn_arch(tokenizer_state_dict(ckpt))
-    if model is None and shapes is None and not overrides:
-        raise ValueError(
-            f'{path}: the checkpoint stores no tokenizer architecture (meta.tokenizer_arch or '
-            'meta.cfg) and holds no CNN tokenizer encoder + codebook, so the architecture is '
-            'unknown. Use a checkpoint written by tools/train.py, or pass the architecture '
-            f'({", ".join(ARCH_KEYS)}) next to the checkpoint')
-    defaults = {k: p.default for k, p in inspect.signature(PeCoTokenizer).parameters.items()
-                if k in ARCH_KEYS}
-    return {**defaults, **(shapes or {}),
-            **{k: v for k, v in (model or {}).items() if k in ARCH_KEYS}, **overrides}
-
-
-def _tokenizer_cfg(ckpt: dict, path: str) -> dict | None:
-    """The PeCoTokenizer config in the checkpoint's stored config text, if any, read as data
-    (`parse_config_text`: nothing in it is run)."""
-    cfg_text = _meta(ckpt).get('cfg')
-    if not cfg_text:
-        return None
-    model = parse_config_text(cfg_text, f'{path} meta.cfg').get('model') or {}
-    if not isinstance(model, dict):
-        raise ValueError(f'{path} meta.cfg: model is a {type(model).__name__}, not a dict')
-    if model.get('type') in (None, 'PeCoTokenizer'):
-        return model
-    target = model.get('target_generator')
-    if isinstance(target, dict) and target.get('type') == 'PeCoTokenizer':
-        return target
-    if isinstance(target, dict) and target.get('type') == 'FrozenPeCoTokenizer':
-        return {k: v for k, v in target.items() if k in ARCH_KEYS}  # the rest from shapes
-    raise ValueError(f'{path}: the config stored in this checkpoint builds a '
-                     f'{model.get("type")!r} without a PeCo tokenizer: give a tokenizer '
-                     f'checkpoint ({TARGET_GENERATOR_KEY})')
-
-
-def _meta(ckpt: dict) -> dict:
-    meta = ckpt.get('meta')
-    return meta if isinstance(meta, dict) else {}
-
-
-def infer_cnn_arch(sd: dict) -> dict | None:
-    """CNN encoder + codebook arguments read off the weights' shapes (None when the state
-    dict holds no CNN tokenizer encoder): base_channels from the first conv, channel_mult
-    from the first residual block of each stage, num_res_blocks from stage 0, K and D from
-    the codebook."""
-    if 'encoder.conv_in.weight' not in sd or 'quantizer.embedding' not in sd:
-        return None
-    base = sd['encoder.conv_in.weight'].shape[0]
-    blocks: dict[int, list[int]] = {}  # stage -> indices of its residual blocks
-    for k in sd:
-        parts = k.split('.')
-        if k.startswith('encoder.stages.') and parts[4:] == ['conv1', 'weight']:
-            blocks.setdefault(int(parts[2]), []).append(int(parts[3]))
-    mult = tuple(sd[f'encoder.stages.{i}.0.conv1.weight'].shape[0] // base
-                 for i in sorted(blocks))
-    K, D = sd['quantizer.embedding'].shape
-    return dict(encoder_type='cnn', base_channels=base, channel_mult=mult,
-                num_res_blocks=len(blocks[0]), num_embeddings=K, embed_dims=D)
-
-
-def _codec_args(arch: dict) -> dict:
-    return {k: (tuple(v) if k == 'channel_mult' else v) for k, v in arch.items()
-            if k != 'num_embeddings'}
 
 
 def gradient_share(pixel_norm: torch.Tensor, percep_norm: torch.Tensor) -> torch.Tensor:

@@ -51,7 +51,7 @@ def test_tokenizer_preprocessor_is_mmengines_image_preprocessor_on_colour_batche
     that mmengine would pad silently, and takes grey images as three channels."""
     from mmengine.model import ImgDataPreprocessor
 
-    from peco_mm.tokenizer.tokenizer import TokenizerDataPreprocessor
+    from peco_mm.tokenizer.preprocessor import TokenizerDataPreprocessor
     from peco_mm.utils.image import TOKENIZER_MEAN, TOKENIZER_STD
     g = torch.Generator().manual_seed(0)
     imgs = [torch.randint(0, 256, (3, 8, 12), generator=g, dtype=torch.uint8) for _ in range(3)]

@@ -181,7 +181,7 @@ def test_frozen_tokenizer_reads_its_architecture_from_the_checkpoint(tmp_path):
     full = FrozenPeCoTokenizer(path, with_decoder=True)
     assert torch.allclose(full.decode(t.encode(x)), t.decode(t.encode(x)))
     # a file without the stored config: the CNN architecture is read off the weights' shapes
-    from peco_mm.tokenizer.tokenizer import checkpoint_arch, infer_cnn_arch
+    from peco_mm.tokenizer.frozen import checkpoint_arch, infer_cnn_arch
     (tmp_path / 'bare').mkdir()
     bare, _, _ = _save_trained(tmp_path / 'bare', with_meta=False)
     inferred = infer_cnn_arch(torch.load(bare)['state_dict'])
@@ -215,7 +215,7 @@ def test_encode_is_the_quantizers_encode_of_the_encoder_output():
 def test_encode_bf16_setting_picks_the_encoders_precision(monkeypatch):
     """encode_bf16: False fp32, True bf16 on any device, 'auto' bf16 only where the device is
     native (detected); the encoder's output dtype shows which ran; a typo is refused."""
-    from peco_mm.tokenizer import tokenizer as tok_module
+    from peco_mm.tokenizer import encoding as tok_module
     t = tiny().eval()
     x = blocky_images(2)
     seen = []
