@@ -59,8 +59,12 @@ def load_with_stand_ins(path: str, map_location='cpu') -> tuple[object, list[str
     file; its refusals (a builtin call, `os`, a legacy module's source code) propagate as
     `pickle.UnpicklingError`."""
     allowed = allowed_names()
+    try:
+        names = pickled_globals(path)
+    except (ValueError, EOFError) as err:  # pickletools on bytes that are no pickle
+        raise pickle.UnpicklingError(f'unreadable pickle opcodes ({err})') from None
     stand_ins = [type(name.rsplit('.', 1)[-1], (InertStandIn,), {'pickled_name': name})
-                 for name in sorted(pickled_globals(path))
+                 for name in sorted(names)
                  if name.split('.', 1)[0] not in BUILTIN_MODULES and name not in allowed]
     with torch.serialization.safe_globals([(c, c.pickled_name) for c in stand_ins]):
         root = torch.load(path, map_location=map_location, weights_only=True)
