@@ -105,14 +105,14 @@ def load_images(paths, size: int):
 
 
 def build_distances(args) -> dict:
-    """name -> f(a, b) -> (B,) distances, for images in [-1, 1]."""
+    """name -> f(ref, p0, p1) -> ((B,) d(ref, p0), (B,) d(ref, p1)), images in [-1, 1]."""
     names = args.distances or (['l2'] + (['codebook'] if args.tokenizer else []) +
                                (['perceptual'] if args.perceptual_checkpoint else []) +
                                (['dalle'] if args.dalle_encoder and args.dalle_decoder else []))
     fns = {}
     for name in names:
         if name == 'l2':
-            fns[name] = lambda a, b: (a - b).pow(2).flatten(1).mean(1)
+            fns[name] = to_both(lambda a, b: (a - b).pow(2).flatten(1).mean(1))
         elif name == 'codebook':
             if not args.tokenizer:
                 raise SystemExit('perceptual_agreement: the codebook distance needs --tokenizer')
@@ -133,16 +133,25 @@ def build_distances(args) -> dict:
             from peco_mm.tokenizer import PerceptualLoss
             loss = PerceptualLoss(args.perceptual_net, args.perceptual_checkpoint,
                                   layers=args.perceptual_layers).to(args.device).eval()
-            fns[name] = lambda a, b, loss=loss: loss(a, b, reduce=False)
+            fns[name] = to_both(lambda a, b, loss=loss: loss(a, b, reduce=False))
     return fns
 
 
+def to_both(distance):
+    """d(a, b) -> f(ref, p0, p1) = (d(ref, p0), d(ref, p1))."""
+    return lambda ref, p0, p1: (distance(ref, p0), distance(ref, p1))
+
+
 def codebook_distance(tok):
-    """f(a, b) -> (B,): mean squared distance between the codeword maps of `tok`'s codes."""
-    def distance(a, b):
-        qa, qb = tok.codewords(tok.encode(a)), tok.codewords(tok.encode(b))  # (B, D, h, w)
-        return (qa - qb).pow(2).sum(1).flatten(1).mean(1)
-    return distance
+    """f(ref, p0, p1): mean squared distance between the codeword maps of `tok`'s codes,
+    the reference encoded once."""
+    def codewords(x):
+        return tok.codewords(tok.encode(x))  # (B, D, h, w)
+
+    def distances(ref, p0, p1):
+        q = codewords(ref)
+        return tuple((q - codewords(p)).pow(2).sum(1).flatten(1).mean(1) for p in (p0, p1))
+    return distances
 
 
 def two_afc(d0, d1, judge):
@@ -174,7 +183,8 @@ def evaluate(args) -> dict:
             judge = torch.tensor([t[3] for t in chunk])
             with torch.no_grad():
                 for name, fn in fns.items():
-                    per[name].append(two_afc(fn(ref, p0).cpu(), fn(ref, p1).cpu(), judge))
+                    d0, d1 = fn(ref, p0, p1)
+                    per[name].append(two_afc(d0.cpu(), d1.cpu(), judge))
         results[subset.name] = {name: summarise(torch.cat(v)) for name, v in per.items()}
     return results
 

@@ -101,8 +101,8 @@ def build_model(cfg, checkpoint: str, tokenizer: str | None, device: str,
                              "--dalle-decoder PATH (OpenAI's decoder.pkl) to draw them")
         from peco_mm.tokenizer import DalleTokenizer
         dalle = DalleTokenizer(decoder=dalle_decoder, config_key='--dalle').to(device)
-        # the encoder's weights are CHECKPOINT's target_generator.* (loaded below)
-        tg['init_cfg'] = dict(type='Pretrained', checkpoint=checkpoint, prefix='target_generator.')
+        # the encoder's weights are CHECKPOINT's target_generator.*, loaded (and checked) below
+        model_cfg['require_target_checkpoint'] = False
     elif tg.get('type') != 'FrozenPeCoTokenizer':
         raise TypeError(f"target_generator {tg.get('type')!r} has no decoder; reconstructions "
                         'need a FrozenPeCoTokenizer, or DALL-E with --dalle-decoder')

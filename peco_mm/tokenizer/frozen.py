@@ -13,7 +13,7 @@ from ..checkpoint import is_url, parse_config_text, tokenizer_state_dict
 from ..layers.quantizer import CODEBOOK_SIZE, EMAVectorQuantizer
 from ..registry import MODELS
 from .encoding import ARCH_KEYS, TokenizerEncoding, build_codec, check_encode_bf16
-from .tokenizer import PeCoTokenizer, _read, load_tokenizer_state
+from .tokenizer import PeCoTokenizer, load_tokenizer_state, read_tokenizer_checkpoint
 
 TARGET_GENERATOR_KEY = 'model.target_generator.checkpoint'
 
@@ -55,7 +55,7 @@ class FrozenPeCoTokenizer(TokenizerEncoding, nn.Module):
                 f'FrozenPeCoTokenizer: tokenizer checkpoint {checkpoint!r} not found; set '
                 f'{config_key}=PATH to a tokenizer trained with tools/train.py '
                 '(configs/peco/tokenizer_*.py)')
-        ckpt = _read(checkpoint)
+        ckpt = read_tokenizer_checkpoint(checkpoint)
         arch = checkpoint_arch(ckpt, checkpoint, arch)
         self.arch_args = arch
         self.checkpoint = str(checkpoint)

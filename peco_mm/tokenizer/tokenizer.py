@@ -336,7 +336,8 @@ def _gt_label(data_samples, i: int):
     return int(torch.as_tensor(label).flatten()[0])
 
 
-def _read(path: str) -> dict:
+def read_tokenizer_checkpoint(path: str) -> dict:
+    """A tokenizer checkpoint read through the gate, named when missing or not a dict."""
     if not path or not (is_url(path) or osp.isfile(str(path))):
         raise FileNotFoundError(f'tokenizer checkpoint {path!r} not found')
     ckpt = read_checkpoint(path)
@@ -357,7 +358,7 @@ TOKENIZER_PREFIXES = ('encoder.', 'quantizer.')
 def load_tokenizer_state(model: PeCoTokenizer, path: str, ckpt: dict | None = None) -> None:
     """Load encoder + quantizer (+ decoder when the model has one) from a tokenizer
     checkpoint; every expected key must be there, with the right shape."""
-    ckpt = ckpt if ckpt is not None else _read(path)
+    ckpt = ckpt if ckpt is not None else read_tokenizer_checkpoint(path)
     sd = tokenizer_state_dict(ckpt)
     wanted = TOKENIZER_PREFIXES + (('decoder.',) if model.decoder is not None else ())
     own = {k: v for k, v in model.state_dict().items() if k.startswith(wanted)}

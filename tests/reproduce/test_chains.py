@@ -114,19 +114,13 @@ def write_vgg16_features(path: Path) -> Path:
 
 
 def write_dalle(folder: Path) -> tuple[Path, Path]:
-    """DALL-E at width 16 and K = 64: mmpretrain's encoder as a weights file (as OpenMMLab
-    converted the real one), and the decoder pickled as a module, as OpenAI ships it."""
-    from mmengine.registry import MODELS, DefaultScope
-
-    from peco_mm.tokenizer import DalleDecoder
-    from tests.tokenizer.dalle_files import save_as_openai_pickle
-    torch.manual_seed(0)
-    with DefaultScope.overwrite_default_scope('mmpretrain'):
-        enc = MODELS.build(dict(type='DALL-E', n_hid=16, vocab_size=64))
-    torch.save(enc.state_dict(), folder / 'dalle_encoder.pth')
-    save_as_openai_pickle(DalleDecoder(vocab_size=64, n_hid=16, n_init=16),
-                          folder / 'dalle_decoder.pkl')
-    return folder / 'dalle_encoder.pth', folder / 'dalle_decoder.pkl'
+    """DALL-E at width 16 and K = 64 (the BEiT links' target generator): the encoder as a
+    weights file (as OpenMMLab converted the real one), the decoder pickled as a module, as
+    OpenAI ships it."""
+    from tests.tokenizer.dalle_files import write_tiny_dalle
+    enc, dec, _ = write_tiny_dalle(folder, pickled_encoder=False, vocab_size=64, n_hid=16,
+                                   n_init=16, blocks_per_group=2)
+    return Path(enc), Path(dec)
 
 
 # ---- the options of each stage ---------------------------------------------------------------

@@ -56,20 +56,28 @@ def save_as_openai_pickle(module: torch.nn.Module, path, extra: dict | None = No
             sys.modules.pop(mod, None)
 
 
-def write_tiny_dalle(folder, seed: int = 0, **arch) -> tuple[str, str, dict]:
-    """(encoder.pkl, decoder.pkl, the state dicts) of a random tiny DALL-E in `folder`
-    (`TINY` with `arch` changed)."""
-    arch = {**TINY, **arch}
+def write_tiny_dalle(folder, seed: int = 0, pickled_encoder: bool = True,
+                     **arch) -> tuple[str, str, dict]:
+    """(encoder file, decoder.pkl, the state dicts) of a random tiny DALL-E in `folder`
+    (`TINY` with `arch` changed). The encoder is pickled as OpenAI ships it (encoder.pkl), or
+    with `pickled_encoder=False` saved as a state dict, as OpenMMLab converted it
+    (dalle_encoder.pth, what the BEiT config reads)."""
     from mmpretrain.models.selfsup.cae import DALLEEncoder
 
     from peco_mm.tokenizer.dalle import DalleDecoder
+    arch = {**TINY, **arch}
     torch.manual_seed(seed)
     enc = DALLEEncoder(group_count=arch['group_count'], n_hid=arch['n_hid'],
                        n_blk_per_group=arch['blocks_per_group'], vocab_size=arch['vocab_size'])
     dec = DalleDecoder(**arch)
     for p in dec.parameters():  # DALL-E's biases start at zero: give them values to check
         torch.nn.init.normal_(p, std=0.2)
-    enc_path, dec_path = f'{folder}/encoder.pkl', f'{folder}/decoder.pkl'
-    save_as_openai_pickle(enc, enc_path)
+    dec_path = f'{folder}/decoder.pkl'
+    if pickled_encoder:
+        enc_path = f'{folder}/encoder.pkl'
+        save_as_openai_pickle(enc, enc_path)
+    else:
+        enc_path = f'{folder}/dalle_encoder.pth'
+        torch.save(enc.state_dict(), enc_path)
     save_as_openai_pickle(dec, dec_path)
     return enc_path, dec_path, dict(encoder=enc.state_dict(), decoder=dec.state_dict())
