@@ -134,11 +134,10 @@ TOKENIZER_TARGETS = [p for p in CONFIGS
 def test_pretraining_names_a_tokenizer_a_shipped_config_trains(pretrain):
     """A frozen tokenizer takes its architecture from the checkpoint: the config names the file
     (written by a tokenizer config) and no argument FrozenPeCoTokenizer would refuse."""
-    from peco_mm.tokenizer.encoding import ARCH_KEYS
     from peco_mm.tokenizer.frozen import FrozenPeCoTokenizer
     tg = dict(load(pretrain).model.target_generator)
-    accepted = set(inspect.signature(FrozenPeCoTokenizer).parameters) - {'arch'}
-    unknown = set(tg) - {'type'} - accepted - set(ARCH_KEYS)
+    accepted = set(inspect.signature(FrozenPeCoTokenizer).parameters) - {'flat_arch'}
+    unknown = set(tg) - {'type'} - accepted
     assert not unknown, f'{_name(pretrain)}: target_generator keys {sorted(unknown)} are refused'
     writer = config_writing(tg['checkpoint'])
     assert load(writer).model.type == 'PeCoTokenizer', f'{writer} does not train a tokenizer'

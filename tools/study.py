@@ -378,7 +378,7 @@ def stage_tokenizers(study: Study, nets: dict) -> dict:
     judge = nets['judge']
     options = {'test_evaluator.classifier.checkpoint': judge['ckpt'],
                'test_evaluator.classifier.config': judge['config'],
-               'model.perceptual_cfg.checkpoint': nets['loss_net']['metrics']['pecovit'],
+               'model.perceptual.checkpoint': nets['loss_net']['metrics']['pecovit'],
                'test_evaluator.perceptual.checkpoint': nets['measure']['metrics']['pecovit']}
     out = {}
     for seed in study.seeds:
@@ -511,7 +511,7 @@ def chance_levels(study: Study) -> dict:
     from peco_mm.tooling.shape_world import CLASSES
     ann = study.wd / 'world' / 'ade' / 'ADEChallengeData2016' / 'annotations' / 'validation'
     labels = np.stack([np.asarray(Image.open(f)) for f in sorted(ann.glob('*.png'))])
-    k = study.config('tokenizer_world.py', 'tokenizer', 0).model.num_embeddings
+    k = study.config('tokenizer_world.py', 'tokenizer', 0).model.quantizer.num_embeddings
     return {'accuracy/top1': 100 / len(CLASSES), 'mim_acc': 100 / k,
             'mIoU': 100 * float((labels == 1).mean()) / (len(CLASSES) + 1)}
 

@@ -5,7 +5,7 @@ Writes OUT (.npz): `codes` (N, h, w) uint16 (int32 when K > 65536), `files` (pat
 to IMAGES, sorted) and `num_embeddings`. CHECKPOINT is a tools/train.py checkpoint of a
 tokenizer config (its architecture is read from the checkpoint). A file that stores no config
 and holds no CNN encoder (e.g. a ViT-encoder tokenizer saved as a bare state dict) needs the
-architecture with --arch KEY=VALUE ...
+architecture with --arch PART=CONFIG ... (encoder, decoder, quantizer)
 
 Long jobs: the sorted file list is cut into chunks of --chunk-size images; each finished chunk
 is written to OUT.parts/ at once, and a rerun with the same arguments skips the chunks that are
@@ -25,7 +25,8 @@ EPILOG = """examples:
       --out codes.npz --workers 8 --device cuda          # one shard of chunks per GPU
   (rerun the same command after an interruption: finished chunks are skipped)
   tools/tokenize_dataset.py vit_tok.pth images --out codes.npz \\
-      --arch encoder_type=vit embed_dims=32 num_embeddings=8192 "vit_cfg={'arch': 'small'}"
+      --arch "encoder={'type': 'ViTEncoder', 'arch': 'small'}" \\
+             "quantizer={'type': 'EMAVectorQuantizer', 'num_embeddings': 8192, 'embed_dims': 32}"
 """
 
 
@@ -43,9 +44,11 @@ def parse_args(argv=None):
                    help='images per resumable chunk (4096)')
     p.add_argument('--device', help='cpu or cuda (default: cuda when available; under '
                    'torchrun cuda:LOCAL_RANK)')
-    p.add_argument('--arch', nargs='+', default=[], metavar='KEY=VALUE',
-                   help='tokenizer architecture arguments for a checkpoint that stores none '
-                   '(values are Python literals), e.g. encoder_type=vit embed_dims=32')
+    p.add_argument('--arch', nargs='+', default=[], metavar='PART=CONFIG',
+                   help='tokenizer part configs for a checkpoint that stores none (encoder, '
+                   'decoder, quantizer; Python dict literals), e.g. '
+                   '"encoder={\'type\': \'ViTEncoder\', \'arch\': \'small\'}"; the old '
+                   'flat arguments (encoder_type=vit ...) are read too')
     p.add_argument('--keep-parts', action='store_true', help='keep OUT.parts/ after joining')
     p.add_argument('--stop-after', type=int, metavar='N',
                    help='encode at most N chunks per process, then exit without joining (split '
@@ -64,14 +67,15 @@ def parse_args(argv=None):
 
 
 def parse_arch(pairs) -> dict:
-    """['encoder_type=vit', 'embed_dims=32'] -> {'encoder_type': 'vit', 'embed_dims': 32}:
-    each value a Python literal (numbers, tuples, dicts), else the plain string."""
+    """["encoder={'type': 'ViTEncoder'}", 'embed_dims=32'] -> {'encoder': {'type':
+    'ViTEncoder'}, 'embed_dims': 32}: each value a Python literal (numbers, tuples, dicts),
+    else the plain string."""
     import ast
     out = {}
     for pair in pairs:
         key, sep, value = pair.partition('=')
         if not sep or not key:
-            raise ValueError(f'--arch {pair!r}: expected KEY=VALUE')
+            raise ValueError(f'--arch {pair!r}: expected PART=CONFIG')
         try:
             out[key] = ast.literal_eval(value)
         except (ValueError, SyntaxError):
@@ -161,18 +165,20 @@ def main(argv=None):
         files = find_images(args.images)
     except FileNotFoundError as err:
         raise SystemExit(f'tokenize_dataset.py: {err}')
-    from peco_mm.tokenizer.encoding import ARCH_KEYS
-    unknown = sorted(set(args.arch) - set(ARCH_KEYS))
+    from peco_mm.tokenizer.encoding import ARCH_PARTS
+    from peco_mm.tokenizer.legacy import FLAT_ARCH_KEYS
+    unknown = sorted(set(args.arch) - set(ARCH_PARTS + FLAT_ARCH_KEYS))
     if unknown:
-        raise SystemExit(f'tokenize_dataset.py: --arch {", ".join(unknown)}: not an '
-                         f'architecture argument; allowed: {", ".join(ARCH_KEYS)}')
+        raise SystemExit(f'tokenize_dataset.py: --arch {", ".join(unknown)}: not a tokenizer '
+                         f'part; allowed: {", ".join(ARCH_PARTS)}')
     try:
         tok = FrozenPeCoTokenizer(args.checkpoint, config_key='CHECKPOINT', **args.arch)
         tok.to(device)
-    except ValueError as err:
-        raise SystemExit(f'tokenize_dataset.py: {err}. Give it with --arch KEY=VALUE ... '
-                         '(e.g. --arch encoder_type=vit embed_dims=32 num_embeddings=8192 '
-                         '"vit_cfg={\'arch\': \'small\'}")')
+    except (ValueError, TypeError) as err:
+        raise SystemExit(f'tokenize_dataset.py: {err}. Give it with --arch PART=CONFIG ... '
+                         '(e.g. --arch "encoder={\'type\': \'ViTEncoder\', \'arch\': '
+                         '\'small\'}" "quantizer={\'type\': \'EMAVectorQuantizer\', '
+                         '\'num_embeddings\': 8192, \'embed_dims\': 32}")')
     if args.img_size % tok.downsample:
         raise SystemExit(f"tokenize_dataset.py: --img-size {args.img_size} is not a multiple of "
                          f"the tokenizer's downsampling factor {tok.downsample}")

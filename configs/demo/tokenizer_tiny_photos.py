@@ -12,11 +12,12 @@ img_size = 64
 num_embeddings = 128
 max_iters = 150  # x 16 crops (3 seeds x 2 tokenizers in the demo's time budget)
 
+cnn = dict(base_channels=16, channel_mult=(1, 2, 2, 4), num_res_blocks=1)
 model = dict(
-    base_channels=16, channel_mult=(1, 2, 2, 4), num_res_blocks=1,
-    num_embeddings=num_embeddings, embed_dims=32, decay=0.9,
-    perceptual_cfg=dict(checkpoint=perceptual_checkpoint, layers=(1, 2, 3, 4),
-                        vit_cfg=dict(num_heads=4)))
+    encoder=cnn, decoder=cnn,
+    quantizer=dict(num_embeddings=num_embeddings, embed_dims=32, decay=0.9),
+    perceptual=dict(checkpoint=perceptual_checkpoint, layers=(1, 2, 3, 4),
+                    vit_cfg=dict(num_heads=4)))
 train_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='RandomResizedCrop', scale=img_size, crop_ratio_range=(0.5, 1.0),

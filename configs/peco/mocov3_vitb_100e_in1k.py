@@ -7,7 +7,7 @@ paper's 100-epoch one.
     tools/dist_train.sh configs/peco/mocov3_vitb_100e_in1k.py 16    # 16 GPUs x 256 = 4096
     python tools/convert_checkpoint.py work_dirs/mocov3_vitb_100e_in1k/epoch_100.pth \
         checkpoints/mocov3_vit_base_100ep.pth
-    # then: --cfg-options model.perceptual_cfg.checkpoint=checkpoints/mocov3_vit_base_100ep.pth
+    # then: --cfg-options model.perceptual.checkpoint=checkpoints/mocov3_vit_base_100ep.pth
 """
 _base_ = 'mmpretrain::mocov3/mocov3_vit-base-p16_16xb256-amp-coslr-300e_in1k.py'
 env_cfg = dict(dist_cfg=dict(timeout=600))  # a stalled rank ends the job after 10 min, not 30

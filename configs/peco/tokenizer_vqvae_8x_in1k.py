@@ -2,7 +2,7 @@
 # (112 / 8 = 14x14 codes, as 224 / 16). Encoder 23.6M + codebook 2.1M.
 _base_ = './tokenizer_vqvae_in1k.py'
 img_size = 112
-model = dict(channel_mult=(1, 2, 4, 8))
+model = dict(encoder=dict(channel_mult=(1, 2, 4, 8)), decoder=dict(channel_mult=(1, 2, 4, 8)))
 train_dataloader = dict(dataset=dict(pipeline=[
     dict(type='LoadImageFromFile'),
     dict(type='RandomResizedCrop', scale=img_size, backend='pillow'),

@@ -1,4 +1,4 @@
 # Ablation (Table 12): decoder with half the channels (32 at full resolution; encoder unchanged).
-# For the half-depth decoder use model.decoder_num_res_blocks=1 instead.
+# For the half-depth decoder use model.decoder.num_res_blocks=1 instead.
 _base_ = './tokenizer_vqvae_in1k.py'
-model = dict(decoder_base_channels=32)
+model = dict(decoder=dict(base_channels=32))

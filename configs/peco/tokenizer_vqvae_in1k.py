@@ -4,7 +4,7 @@
 # (8 GPUs x 16), 100 epochs, 5000 warm-up iterations.
 #
 #   tools/dist_train.sh configs/peco/tokenizer_vqvae_in1k.py 8 \
-#       --cfg-options model.perceptual_cfg.checkpoint=MOCOV3_VITB.pth
+#       --cfg-options model.perceptual.checkpoint=MOCOV3_VITB.pth
 #   python tools/test.py configs/peco/tokenizer_vqvae_in1k.py \
 #       work_dirs/tokenizer_vqvae_in1k/epoch_100.pth
 _base_ = [

@@ -3,4 +3,5 @@
 # the channels" is the one that gives the paper's count: encoder 23.65M + codebook 2.10M =
 # 25.75M. (Halving every stage, 32..256, would give 9.2M + 2.1M = 11.3M.) Same 16x down.
 _base_ = './tokenizer_vqvae_in1k.py'
-model = dict(base_channels=32, channel_mult=(1, 2, 4, 8, 16))
+lite = dict(base_channels=32, channel_mult=(1, 2, 4, 8, 16))
+model = dict(encoder=lite, decoder=lite)

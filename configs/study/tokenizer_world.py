@@ -17,11 +17,12 @@ img_size = 32
 num_embeddings = 128
 max_iters = 400  # x 32 images
 
+cnn = dict(base_channels=16, channel_mult=(1, 2, 4), num_res_blocks=1)
 model = dict(
-    base_channels=16, channel_mult=(1, 2, 4), num_res_blocks=1,
-    num_embeddings=num_embeddings, embed_dims=32, decay=0.9,
-    perceptual_cfg=dict(checkpoint=perceptual_checkpoint, layers=(1, 2, 3, 4),
-                        vit_cfg=dict(num_heads=4)))
+    encoder=cnn, decoder=cnn,
+    quantizer=dict(num_embeddings=num_embeddings, embed_dims=32, decay=0.9),
+    perceptual=dict(checkpoint=perceptual_checkpoint, layers=(1, 2, 3, 4),
+                    vit_cfg=dict(num_heads=4)))
 train_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='RandomFlip', prob=0.5, direction='horizontal'),

@@ -4,7 +4,7 @@
 
 - checkpoints: each `init_cfg=dict(type='Pretrained', checkpoint=...)` (the backbone's
   pretrained weights), the PeCo tokenizer (`model.target_generator.checkpoint`), the perceptual
-  network (`model.perceptual_cfg.checkpoint`, `test_evaluator.perceptual.checkpoint`),
+  network (`model.perceptual.checkpoint`, `test_evaluator.perceptual.checkpoint`),
   `load_from`, and the `--resume` / test checkpoint;
 - datasets: each loader's `data_root`, `ann_file` and image / label folders (`data_prefix`,
   mmpretrain's `split`; class folders where no annotation file lists the images), and the
@@ -126,7 +126,8 @@ def checkpoint_problems(cfg, mode: str = 'train', resume=None,
                                                f'--cfg-options {key}.checkpoint=PATH'))
             for k, v in node.items():
                 # a tokenizer with perceptual_weight=0 (lambda = 0) builds no perceptual network
-                unused = k == 'perceptual_cfg' and node.get('perceptual_weight', 1) == 0
+                unused = (k in ('perceptual', 'perceptual_cfg')
+                          and node.get('perceptual_weight', 1) == 0)
                 if k != 'checkpoint' and not unused:
                     walk(v, f'{key}.{k}' if key else k)
         elif isinstance(node, (list, tuple)):

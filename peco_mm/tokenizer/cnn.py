@@ -14,6 +14,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..registry import MODELS
+
 
 def group_norm(channels: int) -> nn.GroupNorm:
     return nn.GroupNorm(num_groups=math.gcd(32, channels), num_channels=channels, eps=1e-6)
@@ -85,12 +87,13 @@ def _check(base_channels: int, channel_mult: Sequence[int], num_res_blocks: int)
         raise ValueError(f'num_res_blocks={num_res_blocks} must be >= 1')
 
 
+@MODELS.register_module()
 class CNNEncoder(nn.Module):
-    """Image (B, 3, H, W) -> latents (B, out_channels, H/2^(S-1), W/2^(S-1)), S = stages."""
+    """Image (B, 3, H, W) -> latents (B, code_dims, H/2^(S-1), W/2^(S-1)), S = stages."""
 
-    def __init__(self, in_channels: int = 3, out_channels: int = 256, base_channels: int = 64,
+    def __init__(self, code_dims: int = 256, base_channels: int = 64,
                  channel_mult: Sequence[int] = (1, 2, 4, 8, 8), num_res_blocks: int = 2,
-                 dropout: float = 0.0) -> None:
+                 dropout: float = 0.0, in_channels: int = 3) -> None:
         super().__init__()
         _check(base_channels, channel_mult, num_res_blocks)
         widths = [base_channels * m for m in channel_mult]
@@ -110,24 +113,25 @@ class CNNEncoder(nn.Module):
         # lowest resolution: residual, self-attention, residual
         self.mid = nn.Sequential(ResBlock(c, c, dropout), AttnBlock(c), ResBlock(c, c, dropout))
         self.norm_out = group_norm(c)
-        self.conv_out = nn.Conv2d(c, out_channels, 3, padding=1)
+        self.conv_out = nn.Conv2d(c, code_dims, 3, padding=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         h = self.mid(self.stages(self.conv_in(x)))  # (B, C_top, h, w)
-        return self.conv_out(F.silu(self.norm_out(h)))  # (B, out_channels, h, w)
+        return self.conv_out(F.silu(self.norm_out(h)))  # (B, code_dims, h, w)
 
 
+@MODELS.register_module()
 class CNNDecoder(nn.Module):
-    """Latents (B, in_channels, h, w) -> image (B, 3, h·2^(S-1), w·2^(S-1)): encoder inverted."""
+    """Latents (B, code_dims, h, w) -> image (B, 3, h·2^(S-1), w·2^(S-1)): encoder inverted."""
 
-    def __init__(self, in_channels: int = 256, out_channels: int = 3, base_channels: int = 64,
+    def __init__(self, code_dims: int = 256, base_channels: int = 64,
                  channel_mult: Sequence[int] = (1, 2, 4, 8, 8), num_res_blocks: int = 2,
-                 dropout: float = 0.0) -> None:
+                 dropout: float = 0.0, out_channels: int = 3) -> None:
         super().__init__()
         _check(base_channels, channel_mult, num_res_blocks)
         widths = [base_channels * m for m in channel_mult]
         c = widths[-1]
-        self.conv_in = nn.Conv2d(in_channels, c, 3, padding=1)
+        self.conv_in = nn.Conv2d(code_dims, c, 3, padding=1)
         self.mid = nn.Sequential(ResBlock(c, c, dropout), AttnBlock(c), ResBlock(c, c, dropout))
         stages = []
         for i, w in reversed(list(enumerate(widths))):
@@ -145,3 +149,14 @@ class CNNDecoder(nn.Module):
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         h = self.stages(self.mid(self.conv_in(z)))  # (B, base_channels, H, W)
         return self.conv_out(F.silu(self.norm_out(h)))  # (B, 3, H, W)
+
+
+def cnn_parts(base_channels: int = 64, channel_mult: Sequence[int] = (1, 2, 4, 8, 8),
+              num_res_blocks: int = 2, **quantizer) -> dict[str, dict]:
+    """The part configs of a CNN tokenizer whose decoder mirrors its encoder:
+    `PeCoTokenizer(**cnn_parts(16, (1, 2, 4), 1, num_embeddings=128, embed_dims=32))`;
+    `quantizer` holds `EMAVectorQuantizer` arguments."""
+    cnn = dict(base_channels=base_channels, channel_mult=tuple(channel_mult),
+               num_res_blocks=num_res_blocks)
+    return dict(encoder=dict(type='CNNEncoder', **cnn), decoder=dict(type='CNNDecoder', **cnn),
+                quantizer=dict(type='EMAVectorQuantizer', **quantizer))

@@ -8,7 +8,10 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from ..registry import MODELS
 
+
+@MODELS.register_module()
 class PatchDiscriminator(nn.Module):
     """Conv(4, s2)-LeakyReLU, then `num_layers` × [Conv(4, s2)-BN-LeakyReLU], then two
     stride-1 convs down to one logit per patch: (B, 3, H, W) -> (B, 1, h, w)."""

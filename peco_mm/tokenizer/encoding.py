@@ -1,49 +1,60 @@
-"""What the trainable and the frozen PeCo tokenizer share: the encoder / decoder pair built
-from the architecture arguments (`ARCH_KEYS`), and the encode / decode path with its
+"""What the trainable and the frozen PeCo tokenizer share: the encoder, decoder and quantizer
+built from registered part configs (`build_codec`), and the encode / decode path with its
 precision setting."""
 from __future__ import annotations
 
-from typing import Sequence
+import inspect
 
 import torch
 import torch.nn as nn
 
 from ..layers.quantizer import EMAVectorQuantizer
+from ..registry import MODELS
 from ..utils.precision import native_bf16
-from .cnn import CNNDecoder, CNNEncoder
 from .preprocessor import to_three_channels
 
-ENCODER_TYPES = ('cnn', 'vit')
-# the PeCoTokenizer arguments that fix the encoder / decoder / codebook shapes: what a
-# checkpoint's stored config must say (and all a frozen tokenizer takes from it)
-ARCH_KEYS = ('encoder_type', 'base_channels', 'channel_mult', 'num_res_blocks',
-             'decoder_base_channels', 'decoder_num_res_blocks', 'dropout', 'vit_cfg',
-             'decoder_vit_cfg', 'num_embeddings', 'embed_dims')
+# the parts a tokenizer is built from when its config names none: the paper's 16x CNN
+# encoder / decoder (each class's defaults) and the EMA codebook, K = 8192, D = 256
+DEFAULT_PARTS = dict(encoder=dict(type='CNNEncoder'), decoder=dict(type='CNNDecoder'),
+                     quantizer=dict(type='EMAVectorQuantizer'))
+ARCH_PARTS = tuple(DEFAULT_PARTS)  # what fixes the shapes: stored in every checkpoint
+
+MODELS.register_module(module=EMAVectorQuantizer)  # layers/ knows no registry
 
 
-def build_codec(embed_dims: int, encoder_type: str = 'cnn', base_channels: int = 64,
-                channel_mult: Sequence[int] = (1, 2, 4, 8, 8), num_res_blocks: int = 2,
-                decoder_base_channels: int | None = None,
-                decoder_num_res_blocks: int | None = None, dropout: float = 0.0,
-                vit_cfg: dict | None = None, decoder_vit_cfg: dict | None = None,
-                with_decoder: bool = True) -> tuple[nn.Module, nn.Module | None]:
-    """(encoder, decoder or None) of a tokenizer; arguments as `PeCoTokenizer`'s."""
-    if encoder_type not in ENCODER_TYPES:
-        raise ValueError(f'encoder_type={encoder_type!r}; allowed: {ENCODER_TYPES}')
-    decoder = None
-    if encoder_type == 'cnn':
-        encoder = CNNEncoder(3, embed_dims, base_channels, channel_mult, num_res_blocks,
-                             dropout)
-        if with_decoder:
-            decoder = CNNDecoder(embed_dims, 3, decoder_base_channels or base_channels,
-                                 channel_mult, decoder_num_res_blocks or num_res_blocks,
-                                 dropout)
-    else:
-        from .vit_codec import ViTDecoder, ViTEncoder
-        encoder = ViTEncoder(embed_dims, **(vit_cfg or {}))
-        if with_decoder:
-            decoder = ViTDecoder(embed_dims, **(decoder_vit_cfg or vit_cfg or {}))
-    return encoder, decoder
+def arch_parts(encoder: dict | None = None, decoder: dict | None = None,
+               quantizer: dict | None = None) -> dict[str, dict]:
+    """The architecture as plain part dicts (`DEFAULT_PARTS` for a part not given)."""
+    given = dict(encoder=encoder, decoder=decoder, quantizer=quantizer)
+    for name, cfg in given.items():
+        if cfg is not None and not (isinstance(cfg, dict) and 'type' in cfg):
+            raise TypeError(f'{name}={cfg!r}: expected a part config dict(type=..., ...)')
+    return {k: dict(v if v is not None else DEFAULT_PARTS[k]) for k, v in given.items()}
+
+
+def build_codec(parts: dict[str, dict], with_decoder: bool = True
+                ) -> tuple[nn.Module, nn.Module | None, EMAVectorQuantizer]:
+    """(encoder, decoder or None, quantizer) from `arch_parts`' dicts, built in that order
+    (a seed gives the same weights as ever). The encoder's output and the decoder's input are
+    as wide as the codewords: their `code_dims` is the quantizer's `embed_dims`."""
+    code_dims = _codeword_width(parts['quantizer'])
+    built = []
+    for name in ('encoder', 'decoder'):
+        cfg = dict(parts[name])
+        if cfg.setdefault('code_dims', code_dims) != code_dims:
+            raise ValueError(f'{name}.code_dims={cfg["code_dims"]} differs from the '
+                             f'codebook width quantizer.embed_dims={code_dims}; leave it out')
+        built.append(MODELS.build(cfg) if name == 'encoder' or with_decoder else None)
+    return built[0], built[1], MODELS.build(parts['quantizer'])
+
+
+def _codeword_width(quantizer: dict) -> int:
+    """The `embed_dims` a quantizer config builds (its class's default when not given)."""
+    cls = MODELS.get(quantizer['type'])
+    if cls is None:
+        raise KeyError(f'quantizer type {quantizer["type"]!r} is not registered')
+    return int(quantizer.get('embed_dims',
+                             inspect.signature(cls).parameters['embed_dims'].default))
 
 
 ENCODE_PRECISIONS = (False, True, 'auto')

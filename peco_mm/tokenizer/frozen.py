@@ -1,19 +1,19 @@
 """`FrozenPeCoTokenizer`, the target generator of masked image modeling, and how it reads a
-tokenizer's architecture from a checkpoint: the plain dict tools/train.py stores, the config
-text mmengine stores (read as data), or the shapes of the weights for older files."""
+tokenizer's architecture from a checkpoint: the part configs tools/train.py stores as plain
+data, or, for files written before parts, the old flat arguments (stored as data, in the
+config text mmengine stores, read as data, or read off the shapes of the weights)."""
 from __future__ import annotations
 
-import inspect
 import os.path as osp
 
 import torch
 import torch.nn as nn
 
 from ..checkpoint import is_url, parse_config_text, tokenizer_state_dict
-from ..layers.quantizer import CODEBOOK_SIZE, EMAVectorQuantizer
 from ..registry import MODELS
-from .encoding import ARCH_KEYS, TokenizerEncoding, build_codec, check_encode_bf16
-from .tokenizer import PeCoTokenizer, load_tokenizer_state, read_tokenizer_checkpoint
+from .encoding import ARCH_PARTS, TokenizerEncoding, arch_parts, build_codec, check_encode_bf16
+from .legacy import FLAT_ARCH_KEYS, check_flat_keys, parts_from_flat
+from .tokenizer import load_tokenizer_state, read_tokenizer_checkpoint
 
 TARGET_GENERATOR_KEY = 'model.target_generator.checkpoint'
 
@@ -24,9 +24,8 @@ class FrozenPeCoTokenizer(TokenizerEncoding, nn.Module):
     codebook (decoder only with with_decoder=True), frozen, always in eval mode, without a
     data preprocessor (the MIM data preprocessor prepares its [-1, 1] view).
 
-    The architecture is read from the checkpoint (the config tools/train.py stores in it, or
-    the shapes of a CNN encoder and codebook, see `checkpoint_arch`), so a pretraining config
-    only names the file:
+    The architecture is read from the checkpoint (the part configs tools/train.py stores in
+    it; for older files, see `checkpoint_parts`), so a pretraining config only names the file:
 
         target_generator=dict(type='FrozenPeCoTokenizer', checkpoint='tokenizer.pth')
 
@@ -37,34 +36,36 @@ class FrozenPeCoTokenizer(TokenizerEncoding, nn.Module):
         channels_last, encode_bf16: as `PeCoTokenizer`'s `encode`.
         config_key: the config key that gives `checkpoint`, named when the file is missing
             (the MIM target generator's by default; wrappers pass their own).
-        **arch: architecture arguments (`ARCH_KEYS`) that replace the checkpoint's, e.g. for a
-            ViT-encoder file that stores no config.
+        encoder, decoder, quantizer: part configs that replace the checkpoint's (a dict
+            without `type`, or with the same type, updates it), e.g. for a ViT-encoder file
+            that stores no architecture.
+        **flat_arch: the old flat architecture arguments (`encoder_type`, `base_channels`,
+            ...; see `peco_mm.tokenizer.legacy`), for files written before parts.
     """
 
     def __init__(self, checkpoint: str | None = None, with_decoder: bool = False,
                  channels_last: bool = True, encode_bf16: bool | str = False,
-                 config_key: str = TARGET_GENERATOR_KEY, **arch) -> None:
+                 config_key: str = TARGET_GENERATOR_KEY, encoder: dict | None = None,
+                 decoder: dict | None = None, quantizer: dict | None = None,
+                 **flat_arch) -> None:
         super().__init__()
-        unknown = sorted(set(arch) - set(ARCH_KEYS))
-        if unknown:
-            raise TypeError(f'FrozenPeCoTokenizer: unknown arguments {unknown}; the '
-                            f'architecture comes from the checkpoint, and may be overridden '
-                            f'with {", ".join(ARCH_KEYS)}')
+        check_flat_keys(flat_arch, 'FrozenPeCoTokenizer', FLAT_ARCH_KEYS)
         if not checkpoint or not (is_url(checkpoint) or osp.isfile(str(checkpoint))):
             raise FileNotFoundError(
                 f'FrozenPeCoTokenizer: tokenizer checkpoint {checkpoint!r} not found; set '
                 f'{config_key}=PATH to a tokenizer trained with tools/train.py '
                 '(configs/peco/tokenizer_*.py)')
         ckpt = read_tokenizer_checkpoint(checkpoint)
-        arch = checkpoint_arch(ckpt, checkpoint, arch)
-        self.arch_args = arch
+        overrides = dict(encoder=encoder, decoder=decoder, quantizer=quantizer)
+        self.arch_parts = checkpoint_parts(ckpt, checkpoint, overrides, flat_arch)
         self.checkpoint = str(checkpoint)
         self.channels_last = channels_last
         self.encode_bf16 = check_encode_bf16(encode_bf16)
-        self.encoder, self.decoder = build_codec(with_decoder=with_decoder, **_codec_args(arch))
-        self.quantizer = EMAVectorQuantizer(arch.get('num_embeddings', CODEBOOK_SIZE),
-                                            arch.get('embed_dims', 256), init='random',
-                                            restart_threshold=0.0)
+        # the codebook is read from the file: no data init, no restarts
+        frozen_quantizer = dict(self.arch_parts['quantizer'], init='random',
+                                restart_threshold=0.0)
+        self.encoder, self.decoder, self.quantizer = build_codec(
+            {**self.arch_parts, 'quantizer': frozen_quantizer}, with_decoder)
         load_tokenizer_state(self, self.checkpoint, ckpt)
         if channels_last:
             self.encoder.to(memory_format=torch.channels_last)
@@ -81,28 +82,55 @@ class FrozenPeCoTokenizer(TokenizerEncoding, nn.Module):
         return self.encode(img)
 
 
-def checkpoint_arch(ckpt: dict, path: str, overrides: dict | None = None) -> dict:
-    """The tokenizer architecture (`ARCH_KEYS`) of a checkpoint, from the first source that
-    has it: `overrides`, then the plain dict `meta.tokenizer_arch` (written by
-    `ArchitectureMetaHook` since checkpoints stopped relying on config text), then the config
-    mmengine's Runner stores as text in `meta.cfg`, read as data (a tokenizer run's `model`,
+def checkpoint_parts(ckpt: dict, path: str, overrides: dict | None = None,
+                     flat_overrides: dict | None = None) -> dict[str, dict]:
+    """The architecture (encoder, decoder and quantizer configs) of a tokenizer checkpoint:
+    the part configs `ArchitectureMetaHook` stores (`meta.tokenizer_parts`), or, for a file
+    written before parts, its old flat arguments (`flat_checkpoint_arch`) translated; then
+    `overrides` (part configs) applied."""
+    meta = _meta(ckpt)
+    stored, flat = meta.get('tokenizer_parts'), meta.get('tokenizer_arch')
+    if not isinstance(stored, dict) and not isinstance(flat, dict):
+        model = _tokenizer_cfg(ckpt, path)  # the stored config text, read as data
+        has_parts = any(isinstance((model or {}).get(k), dict) for k in ARCH_PARTS)
+        stored, flat = (model, None) if has_parts else (None, model)
+    if isinstance(stored, dict):
+        if flat_overrides:
+            raise TypeError(f'{path} stores its tokenizer as part configs; replace them with '
+                            f'encoder=, decoder=, quantizer=, not {sorted(flat_overrides)}')
+        parts = arch_parts(*(stored.get(k) for k in ARCH_PARTS))
+    else:
+        given = any(v is not None for v in (overrides or {}).values())
+        parts = parts_from_flat(flat_checkpoint_arch(ckpt, path, flat, flat_overrides, given))
+    return {k: _override(parts[k], (overrides or {}).get(k)) for k in ARCH_PARTS}
+
+
+def _override(part: dict, override: dict | None) -> dict:
+    if override is None:
+        return part
+    if override.get('type', part['type']) != part['type']:
+        return dict(override)
+    return {**part, **override}
+
+
+def flat_checkpoint_arch(ckpt: dict, path: str, model: dict | None,
+                         overrides: dict | None = None, parts_given: bool = False) -> dict:
+    """The old flat architecture of a file written before parts, from the first source that
+    has it: `overrides`, then `model` (the plain dict `meta.tokenizer_arch`, or the config
+    mmengine's Runner stores as text in `meta.cfg`, read as data: a tokenizer run's `model`,
     or the `target_generator` of a pretraining run that spelled it out), then the shapes of a
     CNN encoder and codebook in the state dict (e.g. a pretraining checkpoint whose target
-    generator was a `FrozenPeCoTokenizer`), then `PeCoTokenizer`'s defaults."""
+    generator was a `FrozenPeCoTokenizer`); the rest are the old defaults."""
     overrides = dict(overrides or {})
-    stored = _meta(ckpt).get('tokenizer_arch')
-    model = stored if isinstance(stored, dict) else _tokenizer_cfg(ckpt, path)
     shapes = infer_cnn_arch(tokenizer_state_dict(ckpt))
-    if model is None and shapes is None and not overrides:
+    if model is None and shapes is None and not overrides and not parts_given:
         raise ValueError(
-            f'{path}: the checkpoint stores no tokenizer architecture (meta.tokenizer_arch or '
-            'meta.cfg) and holds no CNN tokenizer encoder + codebook, so the architecture is '
-            'unknown. Use a checkpoint written by tools/train.py, or pass the architecture '
-            f'({", ".join(ARCH_KEYS)}) next to the checkpoint')
-    defaults = {k: p.default for k, p in inspect.signature(PeCoTokenizer).parameters.items()
-                if k in ARCH_KEYS}
-    return {**defaults, **(shapes or {}),
-            **{k: v for k, v in (model or {}).items() if k in ARCH_KEYS}, **overrides}
+            f'{path}: the checkpoint stores no tokenizer architecture (meta.tokenizer_parts '
+            'or meta.cfg) and holds no CNN tokenizer encoder + codebook, so the architecture '
+            'is unknown. Use a checkpoint written by tools/train.py, or pass the part configs '
+            '(encoder=, decoder=, quantizer=) next to the checkpoint')
+    return {**(shapes or {}), **{k: v for k, v in (model or {}).items() if k in FLAT_ARCH_KEYS},
+            **overrides}
 
 
 def _tokenizer_cfg(ckpt: dict, path: str) -> dict | None:
@@ -120,7 +148,8 @@ def _tokenizer_cfg(ckpt: dict, path: str) -> dict | None:
     if isinstance(target, dict) and target.get('type') == 'PeCoTokenizer':
         return target
     if isinstance(target, dict) and target.get('type') == 'FrozenPeCoTokenizer':
-        return {k: v for k, v in target.items() if k in ARCH_KEYS}  # the rest from shapes
+        return {k: v for k, v in target.items()
+                if k in FLAT_ARCH_KEYS + ARCH_PARTS}  # the rest from shapes
     raise ValueError(f'{path}: the config stored in this checkpoint builds a '
                      f'{model.get("type")!r} without a PeCo tokenizer: give a tokenizer '
                      f'checkpoint ({TARGET_GENERATOR_KEY})')
@@ -149,8 +178,3 @@ def infer_cnn_arch(sd: dict) -> dict | None:
     K, D = sd['quantizer.embedding'].shape
     return dict(encoder_type='cnn', base_channels=base, channel_mult=mult,
                 num_res_blocks=len(blocks[0]), num_embeddings=K, embed_dims=D)
-
-
-def _codec_args(arch: dict) -> dict:
-    return {k: (tuple(v) if k == 'channel_mult' else v) for k, v in arch.items()
-            if k != 'num_embeddings'}

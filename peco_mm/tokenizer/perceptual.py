@@ -32,6 +32,7 @@ import torch.nn as nn
 
 from ..checkpoint import cnn_backbone_state_dict, read_checkpoint
 from ..models.vit import PeCoViT
+from ..registry import MODELS
 from ..utils.quiet import quiet_logs
 
 NETS = ('vit', 'resnet50', 'vgg16')
@@ -43,6 +44,7 @@ VGG16_STAGE_ENDS = (3, 8, 15, 22, 29)
 CHANNEL_REDUCTIONS = ('sum', 'mean')
 
 
+@MODELS.register_module()
 class PerceptualLoss(nn.Module):
     """Frozen-network feature distance (Eq. 4); see the module docstring.
 
@@ -70,11 +72,11 @@ class PerceptualLoss(nn.Module):
                              f'{CHANNEL_REDUCTIONS}')
         if checkpoint is None and not allow_random:
             raise ValueError(f'perceptual loss ({net}): set its checkpoint path in the config '
-                             '(model.perceptual_cfg.checkpoint=PATH), or perceptual_weight=0 for '
+                             '(model.perceptual.checkpoint=PATH), or perceptual_weight=0 for '
                              'a plain pixel VQ-VAE')
         if checkpoint is not None and not osp.isfile(str(checkpoint)):
             raise FileNotFoundError(f'perceptual loss ({net}): checkpoint {checkpoint!r} not '
-                                    'found; set model.perceptual_cfg.checkpoint=PATH')
+                                    'found; set model.perceptual.checkpoint=PATH')
         layers = tuple(layers) if layers is not None else DEFAULT_LAYERS[net]
         self.net_name = net
         self.checkpoint = checkpoint

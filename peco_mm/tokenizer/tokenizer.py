@@ -21,28 +21,30 @@ pipelines (e.g. the second view of a MIM data preprocessor).
 from __future__ import annotations
 
 import os.path as osp
-from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 from mmengine.model import BaseModel
 
 from ..checkpoint import is_url, read_checkpoint, tokenizer_state_dict
-from ..layers.quantizer import CODEBOOK_SIZE, EMAVectorQuantizer, codebook_stats
+from ..layers.quantizer import codebook_stats
 from ..registry import MODELS
 from ..utils.image import to_uint8
 from .codeword_loss import CODEWORD_LOSSES, build_codeword_loss
-from .discriminator import PatchDiscriminator, discriminator_loss, generator_loss
-from .encoding import ARCH_KEYS, TokenizerEncoding, build_codec, check_encode_bf16
-from .perceptual import PerceptualLoss
+from .discriminator import discriminator_loss, generator_loss
+from .encoding import TokenizerEncoding, arch_parts, build_codec, check_encode_bf16
+from .legacy import translate_flat_args
 
 PIXEL_LOSSES = ('l1', 'l2')
+DATA_PREPROCESSOR = dict(type='TokenizerDataPreprocessor')
+# the loss parts built when their weight is > 0 (a config without `type` gets these types)
+PERCEPTUAL = dict(type='PerceptualLoss')
+DISCRIMINATOR = dict(type='PatchDiscriminator')
 
 
 def check_loss_args(pixel_loss: str, perceptual_weight: float, adversarial_weight: float,
-                    codeword_loss: str | None, codeword_loss_weight: float,
-                    in_channels: int) -> None:
-    """Refuse an unknown loss name, a negative loss weight or non-RGB input channels."""
+                    codeword_loss: str | None, codeword_loss_weight: float) -> None:
+    """Refuse an unknown loss name or a negative loss weight."""
     if pixel_loss not in PIXEL_LOSSES:
         raise ValueError(f'pixel_loss={pixel_loss!r}; allowed: {PIXEL_LOSSES}')
     if perceptual_weight < 0 or adversarial_weight < 0 or codeword_loss_weight < 0:
@@ -52,33 +54,29 @@ def check_loss_args(pixel_loss: str, perceptual_weight: float, adversarial_weigh
     if codeword_loss not in (None, *CODEWORD_LOSSES):
         raise ValueError(f'codeword_loss={codeword_loss!r}; allowed: None, '
                          f'{", ".join(map(repr, CODEWORD_LOSSES))}')
-    if in_channels != 3:
-        raise ValueError(f'in_channels={in_channels}; the tokenizer works on RGB images '
-                         '(grey and RGBA inputs are converted to 3 channels)')
 
 
 @MODELS.register_module()
 class PeCoTokenizer(TokenizerEncoding, BaseModel):
-    """VQ-VAE with perceptual loss and EMA codebook; see the module docstring.
+    """VQ-VAE with perceptual loss and EMA codebook, built from registered parts; see the
+    module docstring.
 
     Args:
-        encoder_type: 'cnn' (paper default) or 'vit' (ViT-B encoder / inverse-ViT decoder).
-        base_channels, channel_mult, num_res_blocks: CNN encoder; (1, 2, 4, 8, 8) on 64 is
-            the 16× default, (1, 2, 4, 8) the 8× variant, 32 with (1, 2, 4, 8, 16) the lite one.
-        decoder_base_channels, decoder_num_res_blocks: decoder overrides (None = as the
-            encoder); half channel / half depth decoders of Table 12.
-        vit_cfg: for encoder_type='vit': PeCoViT arguments of the encoder (and decoder
-            depth/width unless decoder_vit_cfg is given), e.g. dict(arch='base', img_size=224).
-        num_embeddings, embed_dims: K and D of the codebook.
-        decay, beta, codebook_init, kmeans_iters, restart_threshold, restart_interval: see
-            `EMAVectorQuantizer`.
+        encoder, decoder: part configs, e.g. dict(type='CNNEncoder', base_channels=64,
+            channel_mult=(1, 2, 4, 8, 8), num_res_blocks=2) (the default, the paper's 16×
+            CNN; `CNNDecoder` likewise) or dict(type='ViTEncoder', arch='base') /
+            `ViTDecoder`. Their `code_dims` is the quantizer's `embed_dims`. Any registered
+            module mapping (B, 3, H, W) to (B, code_dims, H/s, W/s) with a `downsample`
+            attribute s, and back, is an encoder / decoder.
+        quantizer: dict(type='EMAVectorQuantizer', num_embeddings=8192, embed_dims=256,
+            decay=0.99, beta=0.25, init='data', ...): K and D of the codebook and its EMA
+            settings (see `EMAVectorQuantizer`).
+        perceptual: the perceptual loss, dict(type='PerceptualLoss', net='vit',
+            checkpoint=..., layers=..., channel_reduction=...); built when perceptual_weight
+            > 0. perceptual_weight: λ of Eq. 5; 0 gives a plain VQ-VAE.
         pixel_loss: 'l1' (default, as Taming) or 'l2'.
-        perceptual_weight: λ of Eq. 5; 0 builds no perceptual network (a plain VQ-VAE).
-        perceptual_cfg: `PerceptualLoss` arguments (net, checkpoint, layers,
-            channel_reduction, ...).
-        adversarial_weight: weight of the generator's adversarial loss (0.4 in the paper's
-            ablation; 0 builds no discriminator); adversarial_start_iter: first iteration it
-            counts; discriminator_cfg: `PatchDiscriminator` arguments.
+        discriminator: dict(type='PatchDiscriminator', ...), built when adversarial_weight >
+            0 (0.4 in the paper's ablation); adversarial_start_iter: first iteration it counts.
         codeword_loss: None, 'classification' or 'contrastive': Table 6's explicit losses on
             the quantised codewords (see `peco_mm.tokenizer.codeword_loss`);
             codeword_loss_weight: its weight; codeword_loss_cfg: its arguments.
@@ -90,6 +88,13 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
             autocast on any device, 'auto' bf16 where the device computes it natively (a
             CUDA card with bf16, a CPU with AVX512-BF16 or AMX). docs/benchmarks.md gives the
             code agreement with fp32 and what bf16 targets change downstream.
+        **flat_args: the flat arguments of configs written before parts (`encoder_type`,
+            `base_channels`, ..., `num_embeddings`, `perceptual_cfg`), translated by
+            `peco_mm.tokenizer.legacy`; not to be mixed with part configs.
+
+    The architecture (encoder, decoder, quantizer configs) is kept as plain data in
+    `arch_parts`; `ArchitectureMetaHook` stores it in every checkpoint, and
+    `FrozenPeCoTokenizer` rebuilds the tokenizer from it.
 
     Logged besides the losses: `perplexity` of the batch's codes and, with a perceptual loss,
     `percep_grad_share` = ||λ∇L_percep|| / (||∇L_pixel|| + ||λ∇L_percep||), the gradients taken
@@ -97,30 +102,15 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
     """
 
     def __init__(self,
-                 encoder_type: str = 'cnn',
-                 in_channels: int = 3,
-                 base_channels: int = 64,
-                 channel_mult: Sequence[int] = (1, 2, 4, 8, 8),
-                 num_res_blocks: int = 2,
-                 decoder_base_channels: int | None = None,
-                 decoder_num_res_blocks: int | None = None,
-                 dropout: float = 0.0,
-                 vit_cfg: dict | None = None,
-                 decoder_vit_cfg: dict | None = None,
-                 num_embeddings: int = CODEBOOK_SIZE,
-                 embed_dims: int = 256,
-                 decay: float = 0.99,
-                 beta: float = 0.25,
-                 codebook_init: str = 'data',
-                 kmeans_iters: int = 10,
-                 restart_threshold: float = 0.1,
-                 restart_interval: int = 1,
-                 pixel_loss: str = 'l1',
+                 encoder: dict | None = None,
+                 decoder: dict | None = None,
+                 quantizer: dict | None = None,
+                 perceptual: dict | None = None,
                  perceptual_weight: float = 1.0,
-                 perceptual_cfg: dict | None = None,
+                 pixel_loss: str = 'l1',
+                 discriminator: dict | None = None,
                  adversarial_weight: float = 0.0,
                  adversarial_start_iter: int = 0,
-                 discriminator_cfg: dict | None = None,
                  codeword_loss: str | None = None,
                  codeword_loss_weight: float = 1.0,
                  codeword_loss_cfg: dict | None = None,
@@ -129,44 +119,35 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
                  channels_last: bool = True,
                  encode_bf16: bool | str = False,
                  data_preprocessor: dict | None = None,
-                 init_cfg: dict | None = None) -> None:
-        if data_preprocessor is None:
-            data_preprocessor = dict(type='TokenizerDataPreprocessor')
-        super().__init__(data_preprocessor=data_preprocessor, init_cfg=init_cfg)
+                 init_cfg: dict | None = None,
+                 **flat_args) -> None:
+        super().__init__(data_preprocessor=data_preprocessor or DATA_PREPROCESSOR,
+                         init_cfg=init_cfg)
         check_loss_args(pixel_loss, perceptual_weight, adversarial_weight, codeword_loss,
-                        codeword_loss_weight, in_channels)
-        args = locals()  # what rebuilds this tokenizer (ArchitectureMetaHook stores it)
-        self.arch_args = {k: args[k] for k in ARCH_KEYS}
+                        codeword_loss_weight)
+        parts = dict(encoder=encoder, decoder=decoder, quantizer=quantizer,
+                     perceptual=perceptual, discriminator=discriminator)
+        if flat_args:
+            parts = translate_flat_args(flat_args, parts)
+        self.arch_parts = arch_parts(parts['encoder'], parts['decoder'], parts['quantizer'])
         self.pixel_loss = pixel_loss
         self.perceptual_weight = float(perceptual_weight)
         self.adversarial_weight = float(adversarial_weight)
         self.adversarial_start_iter = int(adversarial_start_iter)
+        self.codeword_loss_weight = float(codeword_loss_weight)
         self.frozen = frozen
         self.channels_last = channels_last
         self.encode_bf16 = check_encode_bf16(encode_bf16)
         self._iter = 0  # fallback iteration counter when no runner is around
         self._grad_norms: dict[str, torch.Tensor] = {}  # filled by hooks during backward
-
-        # ---- encoder / decoder --------------------------------------------------------------
-        self.encoder, self.decoder = build_codec(
-            embed_dims, encoder_type, base_channels, channel_mult, num_res_blocks,
-            decoder_base_channels, decoder_num_res_blocks, dropout, vit_cfg, decoder_vit_cfg,
-            with_decoder)
-
-        # ---- quantizer ----------------------------------------------------------------------
-        self.quantizer = EMAVectorQuantizer(num_embeddings, embed_dims, decay, beta,
-                                            init=codebook_init, kmeans_iters=kmeans_iters,
-                                            restart_threshold=restart_threshold,
-                                            restart_interval=restart_interval)
-
-        # ---- losses (checked here, i.e. before the first iteration) ----------------------------
-        self.codeword_loss_weight = float(codeword_loss_weight)
+        self.encoder, self.decoder, self.quantizer = build_codec(self.arch_parts, with_decoder)
+        # the losses' parts, checked here (i.e. before the first iteration)
         trains = with_decoder and not frozen
-        self.perceptual = (PerceptualLoss(**(perceptual_cfg or {}))
+        self.perceptual = (MODELS.build({**PERCEPTUAL, **(parts['perceptual'] or {})})
                            if trains and self.perceptual_weight > 0 else None)
-        self.discriminator = (PatchDiscriminator(**(discriminator_cfg or {}))
+        self.discriminator = (MODELS.build({**DISCRIMINATOR, **(parts['discriminator'] or {})})
                               if trains and self.adversarial_weight > 0 else None)
-        self.codeword_loss = (build_codeword_loss(codeword_loss, self.encoder, embed_dims,
+        self.codeword_loss = (build_codeword_loss(codeword_loss, self.encoder, self.embed_dims,
                                                   **(codeword_loss_cfg or {}))
                               if trains and codeword_loss is not None else None)
         if self.channels_last:

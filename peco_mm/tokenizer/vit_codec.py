@@ -12,9 +12,11 @@ from torch.nn.init import trunc_normal_
 
 from ..layers import Block
 from ..models.vit import ARCH_ZOO, PeCoViT
+from ..registry import MODELS
 from .perceptual import quiet_init_weights
 
 
+@MODELS.register_module()
 class ViTEncoder(nn.Module):
     """(B, 3, H, W) -> (B, code_dims, H/p, W/p)."""
 
@@ -33,6 +35,7 @@ class ViTEncoder(nn.Module):
         return self.proj(feats)  # (B, D, h, w)
 
 
+@MODELS.register_module()
 class ViTDecoder(nn.Module):
     """(B, code_dims, h, w) -> (B, 3, h·p, w·p): tokens, blocks, per-patch pixel head."""
 

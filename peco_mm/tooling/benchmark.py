@@ -83,15 +83,15 @@ class DalleCodes(torch.nn.Module):
 
 def tokenizer_models(dalle: bool = True, smoke: bool = False) -> list[tuple[str, int, object]]:
     """(name, input size, module with .encode) rows. Smoke: a quarter of the channels at 64 px."""
-    from ..tokenizer import PeCoTokenizer
+    from ..tokenizer import PeCoTokenizer, cnn_parts
     common = dict(with_decoder=False, frozen=True, perceptual_weight=0.0)
     base, lite = (16, 8) if smoke else (64, 32)
     size = 64 if smoke else 224
-    rows = [('PeCo (default, 37.5M)', size, PeCoTokenizer(base_channels=base, **common)),
-            ('PeCo lite (25.7M)', size, PeCoTokenizer(base_channels=lite,
-                                                      channel_mult=(1, 2, 4, 8, 16), **common)),
+    rows = [('PeCo (default, 37.5M)', size, PeCoTokenizer(**cnn_parts(base), **common)),
+            ('PeCo lite (25.7M)', size,
+             PeCoTokenizer(**cnn_parts(lite, (1, 2, 4, 8, 16)), **common)),
             ('PeCo default, no channels-last', size,
-             PeCoTokenizer(base_channels=base, channels_last=False, **common))]
+             PeCoTokenizer(**cnn_parts(base), channels_last=False, **common))]
     if dalle:  # 8x down: half the input size for the same code grid, as BEiT feeds it
         rows.append(('DALL-E encoder (BEiT, mmpretrain)', size // 2,
                      DalleCodes(n_hid=64 if smoke else 256)))
@@ -129,12 +129,12 @@ PRETRAIN_MODELS = ('peco', 'beit', 'mae', 'peco_mae')
 
 
 def pretrain_sizes(smoke: bool) -> dict:
+    from ..tokenizer import cnn_parts
     if smoke:
         return dict(img=32, patch=8, k=16, masked=6, min_block=2,
                     vit=dict(embed_dims=64, num_layers=2, num_heads=4), ffn=256,
                     dec=dict(embed_dims=32, num_layers=1, num_heads=4),
-                    tokenizer=dict(base_channels=16, channel_mult=(1, 2, 2, 4), embed_dims=16,
-                                   num_embeddings=16),
+                    tokenizer=cnn_parts(16, (1, 2, 2, 4), embed_dims=16, num_embeddings=16),
                     dalle=dict(n_hid=16, vocab_size=16))
     return dict(img=224, patch=16, k=CODEBOOK_SIZE, masked=75, min_block=16, vit='base',
                 ffn=3072,
@@ -317,7 +317,7 @@ def random_weights(model_cfg: dict):
                        'config_key')
         tg['checkpoint'] = random_tokenizer_checkpoint(
             {k: v for k, v in tg.items() if k not in frozen_only})
-    percep = cfg.get('perceptual_cfg')
+    percep = cfg.get('perceptual')
     if isinstance(percep, dict) and percep.get('checkpoint') is not None and \
             not osp.isfile(str(percep['checkpoint'])):
         percep.update(checkpoint=None, allow_random=True)
@@ -331,14 +331,17 @@ def random_tokenizer_checkpoint(arch: dict) -> str:
     import hashlib
     import tempfile
 
+    from ..checkpoint import as_plain_data
     from ..tokenizer import PeCoTokenizer
     tag = hashlib.sha1(repr(sorted(arch.items())).encode()).hexdigest()[:10]
     path = osp.join(tempfile.gettempdir(), f'peco_mm_random_tokenizer_{tag}.pth')
     if not osp.isfile(path):
-        tok = PeCoTokenizer(perceptual_weight=0.0, with_decoder=False, codebook_init='random',
-                            **arch)
+        quantizer = dict(arch.get('quantizer') or dict(type='EMAVectorQuantizer'), init='random')
+        tok = PeCoTokenizer(perceptual_weight=0.0, with_decoder=False,
+                            **{**arch, 'quantizer': quantizer})
         part = f'{path}.{os.getpid()}.part'
-        torch.save({'state_dict': tok.state_dict()}, part)
+        torch.save({'state_dict': tok.state_dict(),
+                    'meta': {'tokenizer_parts': as_plain_data(tok.arch_parts)}}, part)
         os.replace(part, path)
     return path
 

@@ -103,11 +103,10 @@ def tokenizer_for_check(checkpoint: str | None, smoke: bool = False):
     """The tokenizer to check: a trained checkpoint (frozen, encoder and codebook), or the
     paper's architecture (smoke: a tiny one) with random weights and a codebook drawn from
     encoder outputs (the data initialisation)."""
-    from ..tokenizer import FrozenPeCoTokenizer, PeCoTokenizer
+    from ..tokenizer import FrozenPeCoTokenizer, PeCoTokenizer, cnn_parts
     if checkpoint:
         return FrozenPeCoTokenizer(checkpoint, config_key='--tokenizer')
-    arch = dict(base_channels=16, channel_mult=(1, 2, 2, 4), num_res_blocks=1, embed_dims=16,
-                num_embeddings=64) if smoke else {}
+    arch = cnn_parts(16, (1, 2, 2, 4), 1, embed_dims=16, num_embeddings=64) if smoke else {}
     torch.manual_seed(0)
     return PeCoTokenizer(with_decoder=False, perceptual_weight=0.0, frozen=True, **arch)
 

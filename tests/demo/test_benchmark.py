@@ -157,8 +157,7 @@ def test_random_weights_give_a_frozen_target_a_random_tokenizer_file(tmp_path):
     from mmengine.registry import MODELS, DefaultScope
 
     from peco_mm.tooling.benchmark import random_weights
-    tiny = dict(base_channels=16, channel_mult=(1, 2, 2, 4), num_res_blocks=1, embed_dims=16,
-                num_embeddings=16)
+    from tests.mim.conftest import TINY_TOKENIZER as tiny
     model_cfg = ConfigDict(
         type='PeCo', backbone=dict(type='PeCoViT', arch='test', img_size=32, patch_size=8,
                                    use_mask_token=True),
@@ -179,17 +178,17 @@ def test_random_weights_give_a_tokenizer_a_random_perceptual_network(tmp_path):
     from mmengine.config import ConfigDict
 
     from peco_mm.tooling.benchmark import random_weights
-    missing = ConfigDict(type='PeCoTokenizer', perceptual_cfg=dict(
+    missing = ConfigDict(type='PeCoTokenizer', perceptual=dict(
         net='vit', checkpoint=str(tmp_path / 'no.pth'), layers=(3, 6)))
-    percep = random_weights(missing).perceptual_cfg
+    percep = random_weights(missing).perceptual
     assert (percep.checkpoint, percep.allow_random, percep.net) == (None, True, 'vit')
-    assert missing.perceptual_cfg.checkpoint == str(tmp_path / 'no.pth')  # not changed
+    assert missing.perceptual.checkpoint == str(tmp_path / 'no.pth')  # not changed
     there = tmp_path / 'mocov3.pth'
     there.write_bytes(b'')
     kept = random_weights(ConfigDict(type='PeCoTokenizer',
-                                     perceptual_cfg=dict(net='vit', checkpoint=str(there))))
-    assert kept.perceptual_cfg.checkpoint == str(there) and 'allow_random' not in \
-        kept.perceptual_cfg
+                                     perceptual=dict(net='vit', checkpoint=str(there))))
+    assert kept.perceptual.checkpoint == str(there) and 'allow_random' not in \
+        kept.perceptual
 
 
 def test_data_times_each_pipeline_and_counts_the_views_it_sends():

@@ -79,7 +79,7 @@ def test_each_run_reads_what_its_producer_wrote(quick_study):
     def cfg(run, name):
         return Config.fromfile(str(wd / run / name))
     tok = cfg('tokenizer_lambda1_seed1', 'tokenizer_world.py')
-    assert tok.model.perceptual_cfg.checkpoint == str(wd / 'mocov3' / 'vit_tiny_pecovit.pth')
+    assert tok.model.perceptual.checkpoint == str(wd / 'mocov3' / 'vit_tiny_pecovit.pth')
     assert tok.test_evaluator.perceptual.checkpoint == str(
         wd / 'mocov3_measure' / 'vit_tiny_pecovit.pth')
     assert tok.randomness.seed == 1

@@ -208,7 +208,7 @@ def test_supervised_perceptual_network_feeds_the_tokenizers(tmp_path):
     toks = study_tool.stage_tokenizers(study, nets)
     for (lam, seed), res in toks.items():
         cfg = Config.fromfile(res['config'])
-        assert cfg.model.perceptual_cfg.checkpoint == loss['pecovit']
+        assert cfg.model.perceptual.checkpoint == loss['pecovit']
         assert cfg.test_evaluator.perceptual.checkpoint == measure['pecovit']
         assert 'tokenizer/codeword_probe_acc' in res['metrics']
     with pytest.raises(ValueError, match="perceptual='vgg'"):

@@ -13,8 +13,9 @@ import torch
 
 from tests.conftest import ROOT, load_tool, run_tool
 
-TINY = dict(base_channels=8, channel_mult=(1, 2), num_res_blocks=1, embed_dims=8,
-            num_embeddings=32)  # 2x down: 16 px -> 8x8 codes
+CNN = dict(base_channels=8, channel_mult=(1, 2), num_res_blocks=1)  # 2x down: 16 px -> 8x8
+TINY = dict(encoder=dict(type='CNNEncoder', **CNN), decoder=dict(type='CNNDecoder', **CNN),
+            quantizer=dict(type='EMAVectorQuantizer', embed_dims=8, num_embeddings=32))
 
 
 @pytest.fixture(scope='module')
@@ -28,7 +29,7 @@ def job(tmp_path_factory):
     torch.manual_seed(0)
     tok = PeCoTokenizer(**TINY, perceptual_weight=0.0)
     ckpt = root / 'tok.pth'
-    torch.save({'state_dict': tok.state_dict(), 'meta': {'tokenizer_arch': tok.arch_args}},
+    torch.save({'state_dict': tok.state_dict(), 'meta': {'tokenizer_parts': tok.arch_parts}},
                ckpt)
     rng = np.random.default_rng(0)
     for i in range(40):

@@ -19,18 +19,17 @@ from peco_mm.engine.optimizers import AutocastOptimWrapper
 from peco_mm.layers.quantizer import EMAVectorQuantizer, nearest_codes
 from peco_mm.tooling import benchmark as bm
 from tests.conftest import ROOT
+from tests.mim.conftest import TINY_TOKENIZER as TINY_PARTS
 
 TINY_VIT = dict(arch=dict(embed_dims=64, num_layers=2, num_heads=4), img_size=64, patch_size=8)
 # 8x down, K = 16: 64 px -> 8x8 codes (the demo ViT's grid), 32 px -> 4x4
-TINY_TOKENIZER = dict(type='FrozenPeCoTokenizer', checkpoint='random', base_channels=16,
-                      channel_mult=(1, 2, 2, 4), num_res_blocks=1, embed_dims=16,
-                      num_embeddings=16)
+TINY_TOKENIZER = dict(type='FrozenPeCoTokenizer', checkpoint='random', **TINY_PARTS)
 # stage -> (config, --cfg-options making it tiny, relative tolerance of the first step's loss)
 STAGES = {
     # the tokenizer config trains with a plain OptimWrapper; --amp makes it an AmpOptimWrapper
     'tokenizer': ('configs/demo/tokenizer_tiny_photos.py', {
-        'model.perceptual_cfg': dict(checkpoint=None, allow_random=True, layers=(1, 2),
-                                     vit_cfg=TINY_VIT),
+        'model.perceptual': dict(checkpoint=None, allow_random=True, layers=(1, 2),
+                                 vit_cfg=TINY_VIT),
         'optim_wrapper.type': 'AmpOptimWrapper', 'optim_wrapper.dtype': 'bfloat16'}, 0.01),
     'peco': ('configs/demo/pretrain_tiny_photos.py',
              {'model.target_generator': TINY_TOKENIZER}, 0.01),

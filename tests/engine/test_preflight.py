@@ -44,7 +44,7 @@ def test_upernet_with_nothing_in_place_lists_checkpoint_and_dataset_once(in_tmp)
 def test_every_kind_of_input_is_checked(in_tmp):
     # tokenizer: the perceptual network (MoCo v3 ViT-B) and ImageNet
     keys = [p.key for p in _problems('tokenizer_vqvae_in1k.py')]
-    assert keys == ['model.perceptual_cfg.checkpoint', 'train_dataloader.dataset.data_root']
+    assert keys == ['model.perceptual.checkpoint', 'train_dataloader.dataset.data_root']
     tok = preflight.report(_problems('tokenizer_vqvae_in1k.py'))
     assert 'moco-v3' in tok and 'tools/convert_checkpoint.py' in tok and 'image-net.org' in tok
     # lambda = 0 builds no perceptual network: only the data is asked for
@@ -52,7 +52,7 @@ def test_every_kind_of_input_is_checked(in_tmp):
     assert keys == ['train_dataloader.dataset.data_root']
     # tools/test.py of the tokenizer: the checkpoint to evaluate, the metric's network, val
     keys = [p.key for p in _problems('tokenizer_vqvae_in1k.py', 'test', checkpoint='t.pth')]
-    assert keys == ['model.perceptual_cfg.checkpoint', 'CHECKPOINT',
+    assert keys == ['model.perceptual.checkpoint', 'CHECKPOINT',
                     'test_dataloader.dataset.data_root']
     # pretraining: the tokenizer, with no "from scratch" on offer
     problems = _problems('pretrain_vitb_in1k_800e.py')

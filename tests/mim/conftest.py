@@ -16,8 +16,10 @@ from tests.conftest import scalars
 REPO = osp.dirname(osp.dirname(osp.dirname(osp.abspath(__file__))))
 TINY_VIT = 'test'  # PeCoViT's tiny preset: 64 wide, 2 blocks, 4 heads
 # 32 px -> 4x4 codes (8x down), K = 16
-TINY_TOKENIZER = dict(base_channels=16, channel_mult=(1, 2, 2, 4), num_res_blocks=1,
-                      embed_dims=16, num_embeddings=16)
+TINY_CNN = dict(base_channels=16, channel_mult=(1, 2, 2, 4), num_res_blocks=1)
+TINY_TOKENIZER = dict(encoder=dict(type='CNNEncoder', **TINY_CNN),
+                      decoder=dict(type='CNNDecoder', **TINY_CNN),
+                      quantizer=dict(type='EMAVectorQuantizer', embed_dims=16, num_embeddings=16))
 PALETTE = np.array([[230, 25, 75], [60, 180, 75], [0, 130, 200], [245, 240, 240]], np.uint8)
 
 
@@ -56,11 +58,16 @@ def images(tmp_path_factory):
     return str(root), imgs
 
 
+def with_quantizer(**quantizer) -> dict:
+    """`TINY_TOKENIZER` with other quantizer arguments."""
+    return {**TINY_TOKENIZER, 'quantizer': dict(TINY_TOKENIZER['quantizer'], **quantizer)}
+
+
 def fitted_tokenizer(imgs: np.ndarray):
     """A tiny PeCoTokenizer (with decoder), codebook = k-means of its encoder outputs."""
     from peco_mm.tokenizer.tokenizer import PeCoTokenizer
     torch.manual_seed(0)
-    tok = PeCoTokenizer(**TINY_TOKENIZER, perceptual_weight=0.0, codebook_init='kmeans',
+    tok = PeCoTokenizer(**with_quantizer(init='kmeans'), perceptual_weight=0.0,
                         channels_last=False)
     tok.init_weights()
     with torch.no_grad():

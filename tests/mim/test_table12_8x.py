@@ -21,8 +21,9 @@ LOOP = ("train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters={i
         "log_processor = dict(by_epoch=False)\n"
         "randomness = dict(seed=0)\n")
 TOKENIZER = """_base_ = {base!r}
-model = dict(base_channels=8, channel_mult=(1, 2, 2, 4), num_res_blocks=1, num_embeddings=16,
-             embed_dims=16, perceptual_weight=0.0)
+cnn = dict(base_channels=8, channel_mult=(1, 2, 2, 4), num_res_blocks=1)
+model = dict(encoder=cnn, decoder=cnn, quantizer=dict(num_embeddings=16, embed_dims=16),
+             perceptual_weight=0.0)
 train_dataloader = {loader}
 """
 PRETRAIN = """_base_ = {base!r}

@@ -24,10 +24,12 @@ def test_tokenize_dataset_takes_the_architecture(tmp_path, capsys):
     from PIL import Image
 
     from peco_mm.tokenizer import PeCoTokenizer
-    arch = dict(encoder_type='vit', embed_dims=16, num_embeddings=32,
-                vit_cfg=dict(arch='test', img_size=32, patch_size=8))
+    vit = dict(arch='test', img_size=32, patch_size=8)
     torch.manual_seed(0)
-    tok = PeCoTokenizer(**arch, perceptual_weight=0.0)
+    tok = PeCoTokenizer(encoder=dict(type='ViTEncoder', **vit),
+                        decoder=dict(type='ViTDecoder', **vit),
+                        quantizer=dict(type='EMAVectorQuantizer', num_embeddings=32,
+                                       embed_dims=16), perceptual_weight=0.0)
     ckpt = tmp_path / 'vit_tok.pth'
     torch.save(tok.state_dict(), ckpt)  # a bare state dict: no config, no CNN encoder
     (tmp_path / 'img').mkdir()
@@ -41,15 +43,22 @@ def test_tokenize_dataset_takes_the_architecture(tmp_path, capsys):
     with pytest.raises(SystemExit) as err:
         tool.main(common + ['--out', str(tmp_path / 'a.npz')])
     assert 'the architecture is unknown' in str(err.value)
-    assert 'Give it with --arch KEY=VALUE' in str(err.value)
-    tool.main(common + ['--out', str(tmp_path / 'codes.npz'), '--arch', 'encoder_type=vit',
-                        'embed_dims=16', 'num_embeddings=32',
-                        "vit_cfg={'arch': 'test', 'img_size': 32, 'patch_size': 8}"])
+    assert 'Give it with --arch PART=CONFIG' in str(err.value)
+    tool.main(common + ['--out', str(tmp_path / 'codes.npz'), '--arch',
+                        "encoder={'type': 'ViTEncoder', 'arch': 'test', 'img_size': 32, "
+                        "'patch_size': 8}", "quantizer={'type': 'EMAVectorQuantizer', "
+                        "'num_embeddings': 32, 'embed_dims': 16}"])
     out = np.load(tmp_path / 'codes.npz')
     assert out['codes'].shape == (3, 4, 4)
     from peco_mm.utils.image import load_images
     files = [str(tmp_path / 'img' / f) for f in out['files']]
     with torch.no_grad():  # the tokenizer's own codes of each image
         np.testing.assert_array_equal(out['codes'], tok.eval().encode(load_images(files, 32)))
-    with pytest.raises(SystemExit, match=r'--arch embed_dim: not an architecture argument'):
-        tool.main(common + ['--out', str(tmp_path / 'b.npz'), '--arch', 'embed_dim=16'])
+    with pytest.raises(SystemExit, match=r'--arch encoders: not a tokenizer part; allowed: '
+                                         r'encoder, decoder, quantizer'):
+        tool.main(common + ['--out', str(tmp_path / 'b.npz'), '--arch', 'encoders={}'])
+    # the old flat arguments of the same architecture give the same codes
+    tool.main(common + ['--out', str(tmp_path / 'flat.npz'), '--arch', 'encoder_type=vit',
+                        'embed_dims=16', 'num_embeddings=32',
+                        "vit_cfg={'arch': 'test', 'img_size': 32, 'patch_size': 8}"])
+    np.testing.assert_array_equal(np.load(tmp_path / 'flat.npz')['codes'], out['codes'])

@@ -11,9 +11,10 @@ TOKENIZER = str(ROOT / 'configs/demo/tokenizer_tiny_photos.py')
 
 
 def tokenizer_opts(data, embed_dims, iters=1):
-    return {'model.perceptual_weight': 0.0, 'model.perceptual_cfg': None,
-            'model.embed_dims': embed_dims, 'train_dataloader.dataset.data_root': str(data),
-            'train_dataloader.batch_size': 4, 'train_cfg.max_iters': iters, 'custom_hooks': [],
+    return {'model.perceptual_weight': 0.0, 'model.perceptual': None,
+            'model.quantizer.embed_dims': embed_dims,
+            'train_dataloader.dataset.data_root': str(data), 'train_dataloader.batch_size': 4,
+            'train_cfg.max_iters': iters, 'custom_hooks': [],
             'default_hooks.checkpoint.interval': 1, 'param_scheduler': []}
 
 
@@ -33,7 +34,7 @@ def test_tokenizer_of_another_width(tmp_path, tok_data, isolated_mmengine):
     msg = str(err.value)
     assert '\n' not in msg
     assert msg.startswith(f'--resume {work / "iter_1.pth"} was written by another run: '
-                          'model.embed_dims 32 in the checkpoint, 16 in this config; ')
+                          'model.quantizer.embed_dims 32 in the checkpoint, 16 in this config; ')
     assert ('5 weights of another shape (e.g. encoder.conv_out.weight: (32, 64, 3, 3) in the '
             'checkpoint, (16, 64, 3, 3) in this model)') in msg
 

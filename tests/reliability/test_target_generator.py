@@ -6,7 +6,7 @@ import shutil
 import pytest
 import torch
 
-from tests.mim.conftest import TINY_TOKENIZER, write_config
+from tests.mim.conftest import with_quantizer, write_config
 from tests.reliability.conftest import run_log
 from tests.reliability.test_nonfinite import peco_parts  # noqa: F401  (fixture)
 
@@ -40,7 +40,7 @@ def test_load_from_with_another_codebook_size(tmp_path, peco_parts,  # noqa: F81
     run(write_config(tmp_path / 'a.py', 'pretrain_vitb_in1k_300e.py', tok, str(data), iters=1),
         str(tmp_path / 'first'))
     ckpt = tmp_path / 'first' / 'iter_1.pth'
-    arch = dict(TINY_TOKENIZER, num_embeddings=8)  # K = 8 instead of 16
+    arch = with_quantizer(num_embeddings=8)  # K = 8 instead of 16
     tok8 = tmp_path / 'tok8.pth'
     torch.save({'state_dict': PeCoTokenizer(**arch, perceptual_weight=0.0).state_dict(),
                 'meta': {'cfg': Config(dict(model=dict(type='PeCoTokenizer', **arch))

@@ -141,18 +141,19 @@ def tokenizer_options(name: str, data: Path, percep: dict) -> dict:
     encoder type kept (the discriminator counts from the first iteration)."""
     cfg = Config.fromfile(PECO / f'{name}.py')
     m = cfg.model
-    o = {'model.base_channels': max(4, m.get('base_channels', 64) // 8),
-         'model.num_res_blocks': 1, 'model.embed_dims': 16, 'model.num_embeddings': 64}
-    if m.get('decoder_base_channels'):
-        o['model.decoder_base_channels'] = max(4, m.decoder_base_channels // 8)
-    if m.get('encoder_type') == 'vit':
-        o['model.vit_cfg'] = dict(arch=dict(_delete_=True, **TINY_ARCH), img_size=IMG,
-                                  patch_size=16)
-    net = m.perceptual_cfg.get('net', 'vit')
+    o = {'model.quantizer.embed_dims': 16, 'model.quantizer.num_embeddings': 64}
+    for part in ('encoder', 'decoder'):
+        if m[part].type.startswith('CNN'):
+            o[f'model.{part}.base_channels'] = max(4, m[part].get('base_channels', 64) // 8)
+            o[f'model.{part}.num_res_blocks'] = 1
+        else:
+            o[f'model.{part}'] = dict(arch=dict(_delete_=True, **TINY_ARCH), img_size=IMG,
+                                      patch_size=16)
+    net = m.perceptual.get('net', 'vit')
     percep_cfg = dict(checkpoint=str(percep[net]))
     if net == 'vit':
         percep_cfg.update(layers=(1, 2, 3, 4), vit_cfg=dict(num_heads=4))
-    o['model.perceptual_cfg'] = percep_cfg
+    o['model.perceptual'] = percep_cfg
     o['test_evaluator.perceptual'] = dict(net=net, **percep_cfg)
     o['test_evaluator.num_embeddings'] = 64
     if m.get('codeword_loss') == 'classification':
@@ -161,7 +162,7 @@ def tokenizer_options(name: str, data: Path, percep: dict) -> dict:
         o['model.codeword_loss_cfg'] = dict(queue_size=16, proj_dims=16, hid_dims=32)
     if m.get('adversarial_weight', 0) > 0:
         o['model.adversarial_start_iter'] = 0
-        o['model.discriminator_cfg.base_channels'] = 8
+        o['model.discriminator.base_channels'] = 8
     f = IMG / 224  # the 8x tokenizer's 112 px becomes 32 px: the same 4 x 4 codes
     o['train_dataloader'] = image_loader(cfg.train_dataloader, data, 'train', f)
     o['test_dataloader'] = image_loader(cfg.test_dataloader, data, 'val', f)
@@ -394,9 +395,9 @@ class Chains:
 
     def tokenizers(self, percep: dict) -> None:
         for key, name, extra in [(t, t, {}) for t in TOKENIZERS] + [
-                (HALF_DEPTH, 'tokenizer_vqvae_in1k', {'model.decoder_num_res_blocks': 1})]:
+                (HALF_DEPTH, 'tokenizer_vqvae_in1k', {'model.decoder.num_res_blocks': 1})]:
             options = {**tokenizer_options(name, self.data, percep), **extra}
-            self.train(key, name, options, Path(options['model.perceptual_cfg']['checkpoint']))
+            self.train(key, name, options, Path(options['model.perceptual']['checkpoint']))
 
     def pretrainings(self) -> None:
         self.dalle = write_dalle(self.root)

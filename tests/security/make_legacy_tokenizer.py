@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Write tests/security/data/legacy_tokenizer.pth: a tiny tokenizer checkpoint as
 tools/train.py wrote them before checkpoints stored the architecture as plain data (the
-architecture only in the config text `meta.cfg`), and legacy_tokenizer_codes.pt: an input
-and the codes that code computed for it. test_legacy_fixture.py checks that the checkpoint
-still loads to the same codes. Run from the repository root:
+architecture only in the config text `meta.cfg`, with the flat tokenizer arguments of that
+time), and legacy_tokenizer_codes.pt: an input and the codes that code computed for it. Kept
+to show how the file was made: today's configs take part configs, and today's checkpoints
+store them as data. tests/security/test_stored_config.py checks that the checkpoint still
+loads to the same codes. It ran, from the repository root, as:
 
     .venv/bin/python tests/security/make_legacy_tokenizer.py
 """

@@ -100,9 +100,15 @@ def test_a_checkpoint_of_the_earlier_format_gives_the_same_codes():
     assert tok.num_embeddings == 16
 
 
+PARTS_MODEL = """cnn = dict(base_channels=4, channel_mult=(1, 2, 2), num_res_blocks=1)
+model = dict(encoder=cnn, decoder=cnn, quantizer=dict(num_embeddings=16, embed_dims=8, decay=0.9),
+             perceptual_weight=0.0)
+"""
+
+
 def test_new_checkpoints_store_the_architecture_as_data(tmp_path, isolated_mmengine):  # noqa: F811
-    """A tokenizer trained now stores `tokenizer_arch` and `model_cfg`; with its config text
-    removed it still rebuilds the same tokenizer."""
+    """A tokenizer trained now stores its part configs (`tokenizer_parts`) and `model_cfg`;
+    with its config text removed it still rebuilds the same tokenizer."""
     spec = importlib.util.spec_from_file_location(
         'make_legacy_tokenizer', ROOT / 'tests/security/make_legacy_tokenizer.py')
     script = importlib.util.module_from_spec(spec)
@@ -111,15 +117,19 @@ def test_new_checkpoints_store_the_architecture_as_data(tmp_path, isolated_mmeng
     from peco_mm.tokenizer import FrozenPeCoTokenizer
     from peco_mm.tooling.demo_data import make_class_folder
     make_class_folder(tmp_path / 'data' / 'train', per_class=2, size=32)
-    (tmp_path / 'tok.py').write_text(script.CONFIG.format(root=ROOT, data=tmp_path / 'data'))
+    flat_model = script.CONFIG[script.CONFIG.index('model = '):script.CONFIG.index('train_')]
+    config = script.CONFIG.replace(flat_model, PARTS_MODEL)
+    (tmp_path / 'tok.py').write_text(config.format(root=ROOT, data=tmp_path / 'data'))
     run(str(tmp_path / 'tok.py'), str(tmp_path / 'work'))
     ckpt = torch.load(tmp_path / 'work' / 'iter_2.pth', weights_only=True)
     meta = ckpt['meta']
-    assert meta['tokenizer_arch'] == dict(
-        encoder_type='cnn', base_channels=4, channel_mult=(1, 2, 2), num_res_blocks=1,
-        decoder_base_channels=None, decoder_num_res_blocks=None, dropout=0.0, vit_cfg=None,
-        decoder_vit_cfg=None, num_embeddings=16, embed_dims=8)
-    assert meta['model_cfg']['type'] == 'PeCoTokenizer' and meta['model_cfg']['decay'] == 0.9
+    cnn = dict(base_channels=4, channel_mult=(1, 2, 2), num_res_blocks=1)
+    assert 'tokenizer_arch' not in meta and meta['tokenizer_parts'] == dict(
+        encoder=dict(type='CNNEncoder', **cnn), decoder=dict(type='CNNDecoder', **cnn),
+        quantizer=dict(type='EMAVectorQuantizer', num_embeddings=16, embed_dims=8, decay=0.9,
+                       beta=0.25, init='data', restart_threshold=0.1))
+    assert meta['model_cfg']['type'] == 'PeCoTokenizer'
+    assert meta['model_cfg']['quantizer']['decay'] == 0.9
     del meta['cfg']
     torch.save({'state_dict': ckpt['state_dict'], 'meta': meta}, tmp_path / 'no_text.pth')
     tok = FrozenPeCoTokenizer(str(tmp_path / 'no_text.pth'))

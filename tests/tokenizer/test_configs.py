@@ -16,8 +16,9 @@ def test_paper_settings():
     assert cfg.train_dataloader.batch_size * 8 == 128 and cfg.train_cfg.max_epochs == 100
     assert cfg.param_scheduler[0].end == 5000 and cfg.train_dataloader.dataset.type == 'ImageNet'
     m = cfg.model
-    assert (m.num_embeddings, m.embed_dims, m.beta, m.perceptual_weight) == (8192, 256, 0.25, 1.0)
-    assert tuple(m.perceptual_cfg.layers) == (3, 6, 9, 12) and m.perceptual_cfg.net == 'vit'
+    q = m.quantizer
+    assert (q.num_embeddings, q.embed_dims, q.beta, m.perceptual_weight) == (8192, 256, 0.25, 1.0)
+    assert tuple(m.perceptual.layers) == (3, 6, 9, 12) and m.perceptual.net == 'vit'
 
 
 @pytest.mark.parametrize('path', CONFIGS, ids=lambda p: Path(p).stem)
@@ -48,8 +49,8 @@ def test_perceptual_network_configs():
     """The tokenizers default to the MoCo v3 ViT-B that exists (300 epochs, released); the
     paper's 100-epoch one is mmpretrain's MoCo v3 ViT-B recipe cut to 100 epochs."""
     tok = Config.fromfile(ROOT / 'configs/peco/tokenizer_vqvae_in1k.py')
-    assert tok.model.perceptual_cfg.checkpoint == 'checkpoints/mocov3_vit_base_300ep.pth'
-    assert tok.test_evaluator.perceptual.checkpoint == tok.model.perceptual_cfg.checkpoint
+    assert tok.model.perceptual.checkpoint == 'checkpoints/mocov3_vit_base_300ep.pth'
+    assert tok.test_evaluator.perceptual.checkpoint == tok.model.perceptual.checkpoint
     cfg = Config.fromfile(ROOT / 'configs/peco/mocov3_vitb_100e_in1k.py')
     assert cfg.model.type == 'MoCoV3' and cfg.model.backbone.arch == 'base'
     assert cfg.train_cfg.max_epochs == 100

@@ -9,10 +9,11 @@ from tests.conftest import ROOT, run_tool, scalars
 
 TINY_CFG = """
 _base_ = '{root}/configs/peco/tokenizer_vqvae_in1k.py'
-model = dict(base_channels=8, channel_mult=(1, 2, 2), num_res_blocks=1, num_embeddings=64,
-             embed_dims=16, decay=0.9, restart_threshold={restart},
-             perceptual_cfg=dict(checkpoint='{percep}', layers=(1, 2),
-                                 vit_cfg=dict(num_heads=4)))
+cnn = dict(base_channels=8, channel_mult=(1, 2, 2), num_res_blocks=1)
+model = dict(encoder=cnn, decoder=cnn,
+             quantizer=dict(num_embeddings=64, embed_dims=16, decay=0.9,
+                            restart_threshold={restart}),
+             perceptual=dict(checkpoint='{percep}', layers=(1, 2), vit_cfg=dict(num_heads=4)))
 train_pipeline = [dict(type='LoadImageFromFile'),
                   dict(type='RandomFlip', prob=0.5, direction='horizontal'),
                   dict(type='PackInputs')]

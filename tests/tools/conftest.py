@@ -82,7 +82,7 @@ def tiny_peco_parts(tmp_path_factory):
     from tests.conftest import run_tool
     run_tool(['tools/train.py', ROOT / 'configs/demo/tokenizer_tiny_photos.py',
               '--work-dir', tmp / 'tok', '--cfg-options', 'model.perceptual_weight=0.0',
-              'model.perceptual_cfg=None', f'train_dataloader.dataset.data_root={tmp / "data"}',
+              'model.perceptual=None', f'train_dataloader.dataset.data_root={tmp / "data"}',
               'train_dataloader.batch_size=4', 'train_cfg.max_iters=1', 'custom_hooks=[]',
               'default_hooks.checkpoint.interval=1', 'param_scheduler=[]'])
     return tmp / 'data', tmp / 'tok' / 'iter_1.pth'
