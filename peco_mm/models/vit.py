@@ -211,7 +211,7 @@ class PeCoViT(BaseModule):
         check_choices(qkv_bias, rel_pos_bias, out_type, patch_size, img_size)
         self.embed_dims = embed_dims = int(arch['embed_dims'])
         self.num_layers = num_layers = int(arch['num_layers'])
-        self.num_heads = num_heads = int(arch['num_heads'])
+        self.num_heads = int(arch['num_heads'])
         mlp_ratio = float(arch.get('mlp_ratio', 4.0))
         self.out_indices = resolve_out_indices(out_indices, num_layers, pyramid, out_type)
         if not -1 <= frozen_stages <= num_layers:
@@ -224,34 +224,45 @@ class PeCoViT(BaseModule):
         self.frozen_stages = frozen_stages
         self.with_cp = bool(with_cp)
         self.num_extra_tokens = 1  # the cls token
-
-        # ---- embeddings -----------------------------------------------------------------
-        self.patch_embed = PatchEmbed(patch_size, in_channels, embed_dims, pad_to_patch)
-        self.cls_token = nn.Parameter(torch.zeros(1, 1, embed_dims))
-        self.mask_token = nn.Parameter(torch.zeros(1, 1, embed_dims)) if use_mask_token else None
-        num_patches = self.grid[0] * self.grid[1]
-        self.pos_embed = (nn.Parameter(torch.zeros(1, 1 + num_patches, embed_dims))
-                          if use_abs_pos_emb else None)
-        self.pos_drop = nn.Dropout(drop_rate)
-        self.rel_pos_bias = (RelativePositionBias(self.grid, num_heads)
-                             if rel_pos_bias == 'shared' else None)
-
-        # ---- blocks ---------------------------------------------------------------------
-        dpr = torch.linspace(0, drop_path_rate, num_layers).tolist()
-        self.blocks = nn.ModuleList([
-            Block(embed_dims, num_heads, mlp_ratio, qkv_bias, drop_rate, attn_drop_rate,
-                  dpr[i], layer_scale_init_value, norm_eps,
-                  rel_pos_grid=self.grid if rel_pos_bias == 'per_block' else None)
-            for i in range(num_layers)
-        ])
-        self.norm = nn.LayerNorm(embed_dims, eps=norm_eps) if final_norm else nn.Identity()
-        self.fc_norm = (nn.LayerNorm(embed_dims, eps=norm_eps)
-                        if out_type == 'avg_featmap' and not final_norm else nn.Identity())
-
+        self._build_embeddings(in_channels, pad_to_patch, use_mask_token, use_abs_pos_emb,
+                               drop_rate, rel_pos_bias)
+        self._build_blocks(mlp_ratio, qkv_bias, drop_rate, attn_drop_rate, drop_path_rate,
+                           layer_scale_init_value, norm_eps, rel_pos_bias, final_norm)
         self.pyramid = None
         if pyramid is not None:
             self.pyramid = ViTPyramidAdapter(in_channels=embed_dims, **pyramid)
         self._freeze_stages()
+
+    def _build_embeddings(self, in_channels: int, pad_to_patch: bool, use_mask_token: bool,
+                          use_abs_pos_emb: bool, drop_rate: float, rel_pos_bias: str) -> None:
+        """Patch embedding, [CLS] and [MASK] tokens, position tables."""
+        C = self.embed_dims
+        self.patch_embed = PatchEmbed(self.patch_size, in_channels, C, pad_to_patch)
+        self.cls_token = nn.Parameter(torch.zeros(1, 1, C))
+        self.mask_token = nn.Parameter(torch.zeros(1, 1, C)) if use_mask_token else None
+        num_patches = self.grid[0] * self.grid[1]
+        self.pos_embed = (nn.Parameter(torch.zeros(1, 1 + num_patches, C))
+                          if use_abs_pos_emb else None)
+        self.pos_drop = nn.Dropout(drop_rate)
+        self.rel_pos_bias = (RelativePositionBias(self.grid, self.num_heads)
+                             if rel_pos_bias == 'shared' else None)
+
+    def _build_blocks(self, mlp_ratio: float, qkv_bias: str, drop_rate: float,
+                      attn_drop_rate: float, drop_path_rate: float,
+                      layer_scale_init_value: float, norm_eps: float, rel_pos_bias: str,
+                      final_norm: bool) -> None:
+        """The transformer blocks (stochastic depth rising linearly) and the final norms."""
+        C = self.embed_dims
+        dpr = torch.linspace(0, drop_path_rate, self.num_layers).tolist()
+        self.blocks = nn.ModuleList([
+            Block(C, self.num_heads, mlp_ratio, qkv_bias, drop_rate, attn_drop_rate,
+                  dpr[i], layer_scale_init_value, norm_eps,
+                  rel_pos_grid=self.grid if rel_pos_bias == 'per_block' else None)
+            for i in range(self.num_layers)
+        ])
+        self.norm = nn.LayerNorm(C, eps=norm_eps) if final_norm else nn.Identity()
+        self.fc_norm = (nn.LayerNorm(C, eps=norm_eps)
+                        if self.out_type == 'avg_featmap' and not final_norm else nn.Identity())
 
     # ---- initialisation -----------------------------------------------------------------
     @classmethod

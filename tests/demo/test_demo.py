@@ -19,7 +19,7 @@ SECTIONS = ['## Stage checks', '**Table 4: tokenizers**',
 def quick_study(tmp_path_factory):
     wd = tmp_path_factory.mktemp('study')
     proc = run_tool(['tools/study.py', '--profile', 'quick', '--work-dir', wd],
-                    timeout=900, env=dict(OMP_NUM_THREADS='2'))
+                    timeout=900)
     return wd, proc.stdout + proc.stderr
 
 
