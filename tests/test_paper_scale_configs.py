@@ -84,7 +84,8 @@ def test_fsdp_config_builds(path, single_process_group):
     from mmengine.registry import STRATEGIES
     from torch.distributed.fsdp import FullyShardedDataParallel, StateDictType
 
-    from peco_mm.models.vit import ARCH_ZOO, PeCoViT
+    from peco_mm.models.vit import PeCoViT
+    from peco_mm.models.vit_config import ARCH_ZOO
     cfg = Config.fromfile(str(path))
     base = Config.fromfile(str(path).replace('_fsdp', ''))
     # the recipe is the non-sharded config's, except clipping (per-shard under FSDP)

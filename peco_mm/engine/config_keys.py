@@ -53,7 +53,7 @@ def check_keys(node, key: str, registry, scope, only_own: bool) -> None:
     allowed = init_keywords(cls)
     if allowed is not None:
         refuse_unknown(node, key, allowed, cls.__name__)
-    arch_keys = getattr(inspect.getmodule(cls), 'ARCH_KEYS', None)
+    arch_keys = getattr(cls, 'ARCH_KEYS', None)
     if arch_keys and isinstance(node.get('arch'), dict):
         refuse_unknown(node['arch'], f'{key}.arch', arch_keys, f'{cls.__name__} arch')
 

@@ -28,7 +28,8 @@ from torch.utils.checkpoint import checkpoint
 
 from ..layers.attention import Attention
 from ..registry import MODELS
-from .vit import PeCoViT, load_pretrained
+from .pretrained import load_pretrained
+from .vit import PeCoViT
 
 
 class TemporalAttention(nn.Module):

@@ -9,132 +9,33 @@ emit the 4-scale pyramid that UperNet and Mask R-CNN consume.
 State-dict names follow timm / unilm BEiT (`patch_embed.proj`, `blocks.{i}.attn.qkv`,
 `blocks.{i}.gamma_1`, ...); relative-position tables live at `rel_pos_bias.*` (shared) or
 `blocks.{i}.rel_pos_bias.*` (per block).
+
+Beside it: its arguments (presets, allowed choices, default output blocks) in `vit_config`,
+loading pretrained weights from any supported file in `pretrained`, the patch embedding in
+`layers.patch_embed`.
 """
 from __future__ import annotations
 
 import copy
-import difflib
 import math
 from typing import Sequence
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from mmengine.model import BaseModule
 from torch.nn.init import trunc_normal_
 from torch.utils.checkpoint import checkpoint
 
-from ..checkpoint import (convert_checkpoint, convert_state_dict, detect_format, is_url,
-                          read_checkpoint, select_prefix)
+from ..checkpoint import convert_checkpoint, read_checkpoint
 from ..checkpoint.reader import log
 from ..layers import Block, RelativePositionBias, resize_pos_embed
+from ..layers.patch_embed import PatchEmbed
 from ..layers.pos_embed import fit_position_tables, patch_grid
-from ..layers.attention import QKV_BIAS_CHOICES
 from ..registry import MODELS
-from .pyramid_adapter import ViTPyramidAdapter, default_pyramid_indices
-
-ARCH_ZOO: dict[str, dict] = {
-    'tiny': dict(embed_dims=192, num_layers=12, num_heads=3, mlp_ratio=4.0),
-    'small': dict(embed_dims=384, num_layers=12, num_heads=6, mlp_ratio=4.0),
-    'base': dict(embed_dims=768, num_layers=12, num_heads=12, mlp_ratio=4.0),
-    'large': dict(embed_dims=1024, num_layers=24, num_heads=16, mlp_ratio=4.0),
-    'huge': dict(embed_dims=1280, num_layers=32, num_heads=16, mlp_ratio=4.0),
-    # tiny, for tests and smoke runs (as timm's test_vit)
-    'test': dict(embed_dims=64, num_layers=2, num_heads=4, mlp_ratio=4.0),
-}
-OUT_TYPES = ('cls_token', 'avg_featmap', 'featmap')
-ARCH_KEYS = ('embed_dims', 'num_layers', 'num_heads', 'mlp_ratio')  # of an `arch` dict
-
-
-def pretrained_init_cfg(pretrained: str | None, init_cfg: dict | list | None
-                        ) -> dict | list | None:
-    """mmseg / mmdet hosts pass a stock config's `model.pretrained` to their backbone: the
-    init_cfg it stands for (one of the two may be set)."""
-    if pretrained is None:
-        return init_cfg
-    if not isinstance(pretrained, str):
-        raise TypeError(f'pretrained must be a checkpoint path (str) or None, got '
-                        f'{type(pretrained).__name__}')
-    if init_cfg is not None:
-        raise ValueError(f'pretrained={pretrained!r} and init_cfg={init_cfg!r} are both '
-                         'set; give the checkpoint in one of them')
-    return dict(type='Pretrained', checkpoint=pretrained)
-
-
-def resolve_arch(arch: str | dict, **overrides) -> dict:
-    """The architecture dict of `arch` (an `ARCH_ZOO` name or a dict with embed_dims,
-    num_layers, num_heads), with the flat arguments that are not None on top."""
-    if isinstance(arch, str):
-        if arch not in ARCH_ZOO:
-            raise ValueError(f'arch={arch!r}; allowed: {sorted(ARCH_ZOO)} or a dict with '
-                             'embed_dims, num_layers, num_heads')
-        arch = ARCH_ZOO[arch]
-    else:
-        unknown = sorted(set(arch) - set(ARCH_KEYS), key=str)
-        if unknown:
-            near = difflib.get_close_matches(str(unknown[0]), ARCH_KEYS, n=1)
-            raise ValueError(f'arch dict has unknown keys {unknown}'
-                             + (f' (did you mean {near[0]!r}?)' if near else '')
-                             + f'; allowed: {list(ARCH_KEYS)}')
-        missing = {'embed_dims', 'num_layers', 'num_heads'} - set(arch)
-        if missing:
-            raise ValueError(f'arch dict is missing {sorted(missing)}')
-    return {**arch, **{k: v for k, v in overrides.items() if v is not None}}
-
-
-def check_choices(qkv_bias: str, rel_pos_bias: str, out_type: str, patch_size: int,
-                  img_size: tuple[int, int]) -> None:
-    """Refuse a value outside its allowed set, naming the set."""
-    if qkv_bias not in QKV_BIAS_CHOICES:
-        raise ValueError(f'qkv_bias={qkv_bias!r}; allowed: {QKV_BIAS_CHOICES} or a bool')
-    if rel_pos_bias not in ('none', 'shared', 'per_block'):
-        raise ValueError(f"rel_pos_bias={rel_pos_bias!r}; allowed: 'none', 'shared', "
-                         "'per_block'")
-    if out_type not in OUT_TYPES:
-        raise ValueError(f'out_type={out_type!r}; allowed: {OUT_TYPES}')
-    if patch_size <= 0:
-        raise ValueError(f'patch_size={patch_size} must be positive')
-    if img_size[0] % patch_size or img_size[1] % patch_size:
-        raise ValueError(f'img_size={img_size} is not divisible by patch_size={patch_size}')
-
-
-def resolve_out_indices(out_indices: int | Sequence[int] | None, num_layers: int,
-                        pyramid: dict | None, out_type: str) -> list[int]:
-    """Sorted non-negative block indices; by default the last block, or blocks 4/6/8/12
-    (scaled by depth) for a pyramid, which needs out_type='featmap' and four of them."""
-    if out_indices is None:
-        out_indices = -1 if pyramid is None else default_pyramid_indices(num_layers)
-    out_indices = [out_indices] if isinstance(out_indices, int) else list(out_indices)
-    for i in out_indices:
-        if not -num_layers <= i < num_layers:
-            raise ValueError(f'out_indices entry {i} is out of range for {num_layers} blocks')
-    out = sorted(i % num_layers for i in out_indices)
-    if pyramid is not None and (out_type != 'featmap' or len(out) != 4):
-        raise ValueError("pyramid needs out_type='featmap' and four out_indices, got "
-                         f'out_type={out_type!r}, out_indices={out}')
-    return out
-
-
-class PatchEmbed(nn.Module):
-    """Conv patchify; pads H and W up to a multiple of the patch size when asked to."""
-
-    def __init__(self, patch_size: int, in_channels: int, embed_dims: int, pad: bool) -> None:
-        super().__init__()
-        self.patch_size = patch_size
-        self.pad = pad
-        self.proj = nn.Conv2d(in_channels, embed_dims, patch_size, stride=patch_size)
-
-    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, tuple[int, int]]:
-        H, W = x.shape[-2:]
-        p = self.patch_size
-        if H % p or W % p:
-            if not self.pad:
-                raise ValueError(f'input size {H}x{W} is not divisible by patch_size={p}; '
-                                 'resize the image or build PeCoViT with pad_to_patch=True')
-            x = F.pad(x, (0, (p - W % p) % p, 0, (p - H % p) % p))
-        x = self.proj(x)  # (B, C, h, w)
-        grid = (x.shape[2], x.shape[3])
-        return x.flatten(2).transpose(1, 2), grid  # (B, h*w, C)
+from .pyramid_adapter import ViTPyramidAdapter
+from .pretrained import load_pretrained
+from .vit_config import (ARCH_KEYS, check_choices, pretrained_init_cfg, resolve_arch,
+                         resolve_out_indices)
 
 
 @MODELS.register_module()
@@ -173,6 +74,7 @@ class PeCoViT(BaseModule):
             so it may not be given together with init_cfg.
     """
 
+    ARCH_KEYS = ARCH_KEYS  # the keys of an `arch` dict (config checks read them here)
     # parameters that never come from a checkpoint: `load_pretrained` does not report them
     FRESH_PREFIXES: tuple[str, ...] = ('pyramid.',)
 
@@ -531,52 +433,3 @@ class PeCoViT(BaseModule):
         self.checkpoint_filter(state_dict, prefix)
         super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
                                       unexpected_keys, error_msgs)
-
-
-def load_pretrained(model: PeCoViT, path: str, prefix: str | None = None,
-                    map_location: str = 'cpu') -> tuple[list[str], list[str]]:
-    """Load a checkpoint into `model` for `init_cfg=dict(type='Pretrained', ...)`.
-
-    Accepts a PeCo pretraining / fine-tuning checkpoint (keys under `prefix`, e.g.
-    'backbone.'), a file written by tools/convert_checkpoint.py (plain PeCoViT keys), or a
-    published unilm / timm / MAE / MoCo v3 / DINO / mmpretrain file, converted on the fly. So
-    one config key, the checkpoint path, selects the pretrained weights. Missing and unexpected
-    keys are logged by name; a checkpoint that shares no key with the model is an error.
-    """
-    import os.path as osp
-
-    from mmengine.logging import print_log
-
-    if not path or not (is_url(path) or osp.isfile(str(path))):
-        raise FileNotFoundError(f'pretrained checkpoint {path!r} not found (set '
-                                'model.backbone.init_cfg.checkpoint, or init_cfg=None to train '
-                                'from scratch)')
-    ckpt = read_checkpoint(path)
-    inner = ckpt.get('state_dict', ckpt) if isinstance(ckpt, dict) else ckpt
-    if prefix and any(k.startswith(prefix) for k in inner):
-        ckpt = select_prefix(inner, prefix)
-    # always through the converter: our names pass unchanged; timm / unilm / MAE / MoCo v3 /
-    # DINO / mmpretrain names are mapped (layer scales, per-block tables, dropped heads)
-    fmt = detect_format(ckpt)
-    state, _ = convert_state_dict(ckpt, fmt)
-    if fmt != 'peco_mm':
-        print_log(f'{path}: converted from the {fmt!r} format', logger='current')
-    own = set(model.state_dict())
-    # load_state_dict fits the tables through PeCoViT.checkpoint_filter
-    missing, unexpected = model.load_state_dict(dict(state), strict=False)
-    # parts a backbone initialises itself (a pyramid, a video model's temporal attention)
-    missing = [k for k in missing if not k.startswith(model.FRESH_PREFIXES)]
-    if len(missing) == len(own) or not (own & set(state)):
-        raise ValueError(f'{path}: no key matches PeCoViT; found e.g. {list(state)[:5]}')
-    if missing:
-        print_log(f'{path}: missing keys {missing}', logger='current', level=30)
-    # the pretraining model's [MASK] token and final norm: fine-tuning configs without masking
-    # or with final_norm=False drop them, as BEiT and MAE fine-tuning do
-    dropped = [k for k in unexpected if k == 'mask_token' or k.startswith('norm.')]
-    if dropped:
-        print_log(f'{path}: not loaded, as expected: {dropped} (the pretraining [MASK] token '
-                  'and final norm, which this backbone does not have)', logger='current')
-    others = [k for k in unexpected if k not in dropped]
-    if others:
-        print_log(f'{path}: unexpected keys {others}', logger='current', level=30)
-    return missing, unexpected

@@ -11,7 +11,8 @@ import torch.nn as nn
 from torch.nn.init import trunc_normal_
 
 from ..layers import Block
-from ..models.vit import ARCH_ZOO, PeCoViT
+from ..models.vit import PeCoViT
+from ..models.vit_config import ARCH_ZOO
 from ..registry import MODELS
 from .perceptual import quiet_init_weights
 

@@ -64,7 +64,7 @@ def test_missing_and_unrelated_checkpoints_are_errors(tmp_path):
 def test_pretraining_only_keys_are_logged_as_expected_drops(tmp_path, monkeypatch):
     """A pretraining checkpoint's [MASK] token and final norm are not in a fine-tuning backbone
     without them: one INFO line says so, and no warning."""
-    from peco_mm.models import vit
+    from peco_mm.models import pretrained
     src = PeCoViT(arch='test', img_size=32, patch_size=8, use_mask_token=True)
     sd = {'backbone.' + k: v for k, v in src.state_dict().items()}
     assert {'backbone.mask_token', 'backbone.norm.weight'} <= set(sd)
@@ -74,7 +74,7 @@ def test_pretraining_only_keys_are_logged_as_expected_drops(tmp_path, monkeypatc
                         lambda msg, logger=None, level=20: logged.append((level, msg)))
     model = PeCoViT(arch='test', img_size=32, patch_size=8, final_norm=False,
                     out_type='cls_token')
-    missing, unexpected = vit.load_pretrained(model, str(tmp_path / 'pre.pth'), 'backbone.')
+    missing, unexpected = pretrained.load_pretrained(model, str(tmp_path / 'pre.pth'), 'backbone.')
     assert sorted(unexpected) == ['mask_token', 'norm.bias', 'norm.weight']
     assert [lv for lv, _ in logged] == [20]
     assert "as expected: ['mask_token', 'norm.weight', 'norm.bias']" in logged[0][1]
