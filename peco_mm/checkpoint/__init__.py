@@ -3,8 +3,8 @@
 - `reader`: the one gate every weights file passes (local file or URL, weights-only,
   safetensors; see docs/security.md), unwrapping a state dict and stripping prefixes;
 - `stored_config`: the config text a checkpoint stores, read as data (never executed);
-- `keymaps`: other formats' key names mapped to PeCoViT's, and a ViT's arguments read from
-  its weights;
+- `keymaps`: other formats' key names mapped to PeCoViT's (the whole conversion);
+- `vit_args`: a ViT's arguments read from its weights, and its position tables adapted;
 - `mmengine_loaders`: mmengine's checkpoint schemes routed through the gate;
 - `inert`: a file's other pickled objects read as inert stand-ins through the same
   weights-only unpickler (`read_checkpoint(path, inert_objects=True)`): nothing of them runs;
@@ -12,14 +12,14 @@
   those stand-ins.
 """
 from .keymaps import (FORMATS, Conversion, cnn_backbone_state_dict, convert_checkpoint,
-                      convert_state_dict, detect_format, infer_pecovit_kwargs,
-                      tokenizer_state_dict)
+                      convert_state_dict, detect_format, tokenizer_state_dict)
 from .mmengine_loaders import (MMENGINE_SCHEMES, allow_mmengine_checkpoints,
                                load_from_weights_only, route_mmengine_checkpoints)
 from .module_pickle import read_module_state_dict
 from .reader import (is_state_dict, is_url, read_checkpoint, select_prefix, strip_prefix,
                      unwrap)
 from .stored_config import StoredConfigError, as_plain_data, parse_config_text
+from .vit_args import infer_pecovit_kwargs
 
 __all__ = ['FORMATS', 'MMENGINE_SCHEMES', 'Conversion', 'StoredConfigError',
            'allow_mmengine_checkpoints', 'as_plain_data', 'cnn_backbone_state_dict',
