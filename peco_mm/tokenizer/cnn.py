@@ -152,11 +152,11 @@ class CNNDecoder(nn.Module):
 
 
 def cnn_parts(base_channels: int = 64, channel_mult: Sequence[int] = (1, 2, 4, 8, 8),
-              num_res_blocks: int = 2, **quantizer) -> dict[str, dict]:
+              num_res_blocks: int = 2, dropout: float = 0.0, **quantizer) -> dict[str, dict]:
     """The part configs of a CNN tokenizer whose decoder mirrors its encoder:
     `PeCoTokenizer(**cnn_parts(16, (1, 2, 4), 1, num_embeddings=128, embed_dims=32))`;
     `quantizer` holds `EMAVectorQuantizer` arguments."""
     cnn = dict(base_channels=base_channels, channel_mult=tuple(channel_mult),
-               num_res_blocks=num_res_blocks)
+               num_res_blocks=num_res_blocks, dropout=dropout)
     return dict(encoder=dict(type='CNNEncoder', **cnn), decoder=dict(type='CNNDecoder', **cnn),
                 quantizer=dict(type='EMAVectorQuantizer', **quantizer))

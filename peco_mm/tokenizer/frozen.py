@@ -49,7 +49,7 @@ class FrozenPeCoTokenizer(TokenizerEncoding, nn.Module):
                  decoder: dict | None = None, quantizer: dict | None = None,
                  **flat_arch) -> None:
         super().__init__()
-        check_flat_keys(flat_arch, 'FrozenPeCoTokenizer', FLAT_ARCH_KEYS)
+        check_flat_keys(flat_arch, 'FrozenPeCoTokenizer', FLAT_ARCH_KEYS, ARCH_PARTS)
         if not checkpoint or not (is_url(checkpoint) or osp.isfile(str(checkpoint))):
             raise FileNotFoundError(
                 f'FrozenPeCoTokenizer: tokenizer checkpoint {checkpoint!r} not found; set '
@@ -85,23 +85,23 @@ class FrozenPeCoTokenizer(TokenizerEncoding, nn.Module):
 def checkpoint_parts(ckpt: dict, path: str, overrides: dict | None = None,
                      flat_overrides: dict | None = None) -> dict[str, dict]:
     """The architecture (encoder, decoder and quantizer configs) of a tokenizer checkpoint:
-    the part configs `ArchitectureMetaHook` stores (`meta.tokenizer_parts`), or, for a file
-    written before parts, its old flat arguments (`flat_checkpoint_arch`) translated; then
-    `overrides` (part configs) applied."""
-    meta = _meta(ckpt)
-    stored, flat = meta.get('tokenizer_parts'), meta.get('tokenizer_arch')
-    if not isinstance(stored, dict) and not isinstance(flat, dict):
-        model = _tokenizer_cfg(ckpt, path)  # the stored config text, read as data
-        has_parts = any(isinstance((model or {}).get(k), dict) for k in ARCH_PARTS)
-        stored, flat = (model, None) if has_parts else (None, model)
+    the part configs `ArchitectureMetaHook` stores (`meta.tokenizer_parts`); for a file
+    written before them, its old flat arguments (`flat_checkpoint_arch`) translated, under the
+    part configs its stored config text names; then `overrides` (part configs) applied."""
+    stored = _meta(ckpt).get('tokenizer_parts')
     if isinstance(stored, dict):
         if flat_overrides:
             raise TypeError(f'{path} stores its tokenizer as part configs; replace them with '
                             f'encoder=, decoder=, quantizer=, not {sorted(flat_overrides)}')
-        parts = arch_parts(*(stored.get(k) for k in ARCH_PARTS))
+        parts = stored
     else:
+        flat = _meta(ckpt).get('tokenizer_arch')
+        model = flat if isinstance(flat, dict) else _tokenizer_cfg(ckpt, path)
         given = any(v is not None for v in (overrides or {}).values())
-        parts = parts_from_flat(flat_checkpoint_arch(ckpt, path, flat, flat_overrides, given))
+        parts = parts_from_flat(flat_checkpoint_arch(ckpt, path, model, flat_overrides, given))
+        parts.update({k: v for k, v in (model or {}).items()
+                      if k in ARCH_PARTS and isinstance(v, dict)})
+    parts = arch_parts(*(parts.get(k) for k in ARCH_PARTS))
     return {k: _override(parts[k], (overrides or {}).get(k)) for k in ARCH_PARTS}
 
 

@@ -122,7 +122,13 @@ def test_bad_part_configs_are_refused_by_name():
     with pytest.raises(ValueError, match='encoder, quantizer given both as a part config and '
                                          'as old flat arguments'):
         PeCoTokenizer(encoder=dict(type='CNNEncoder'), quantizer=QUANTIZER, base_channels=8,
-                      perceptual_weight=0.0)
+                      embed_dims=8, perceptual_weight=0.0)
+    # an old argument of one part alone conflicts only with that part
+    tok = PeCoTokenizer(encoder=dict(type='CNNEncoder', base_channels=8, channel_mult=(1, 2)),
+                        decoder=dict(type='CNNDecoder', base_channels=8, channel_mult=(1, 2)),
+                        num_embeddings=16, embed_dims=8, perceptual_weight=0.0)
+    assert tok.arch_parts['quantizer'] == dict(type='EMAVectorQuantizer', num_embeddings=16,
+                                               embed_dims=8)
     with pytest.raises(TypeError, match="unknown argument 'base_channel' \\(did you mean "
                                         "'base_channels'\\?\\)"):
         PeCoTokenizer(base_channel=8, perceptual_weight=0.0)
