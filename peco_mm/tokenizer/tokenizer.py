@@ -265,7 +265,7 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
         reconstruction (the metric measures distances on those with its own networks)."""
         recon, codes, _ = self.reconstruct(img)
         recon = recon.float().clamp(-1, 1)
-        pooled = self.quantizer.codes_to_vectors(codes).mean((2, 3))  # (B, D)
+        pooled = self.codewords(codes).mean((2, 3))  # (B, D)
         # one device-to-host copy per batch: (B, 3, H, W) uint8 RGB
         imgs = torch.from_numpy(to_uint8(img)).movedim(-1, 1)
         recons = torch.from_numpy(to_uint8(recon)).movedim(-1, 1)

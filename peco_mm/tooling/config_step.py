@@ -86,10 +86,13 @@ def random_tokenizer_checkpoint(arch: dict) -> str:
 
     from ..checkpoint import as_plain_data
     from ..tokenizer import PeCoTokenizer
+    from ..tokenizer.encoding import DEFAULT_PARTS
     tag = hashlib.sha1(repr(sorted(arch.items())).encode()).hexdigest()[:10]
     path = osp.join(tempfile.gettempdir(), f'peco_mm_random_tokenizer_{tag}.pth')
     if not osp.isfile(path):
-        quantizer = dict(arch.get('quantizer') or dict(type='EMAVectorQuantizer'), init='random')
+        # the default quantizer updated by the config's, as FrozenPeCoTokenizer overrides it
+        quantizer = {**DEFAULT_PARTS['quantizer'], **(arch.get('quantizer') or {}),
+                     'init': 'random'}
         tok = PeCoTokenizer(perceptual_weight=0.0, with_decoder=False,
                             **{**arch, 'quantizer': quantizer})
         part = f'{path}.{os.getpid()}.part'
