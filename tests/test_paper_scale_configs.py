@@ -79,7 +79,7 @@ def test_fsdp_variants_exist_for_vitl_and_vith():
 @pytest.mark.parametrize('path', FSDP, ids=_name)
 # mmengine's FSDPStrategy asks MMLogger for the run's logger again with its arguments
 @pytest.mark.filterwarnings('ignore:.*instance named of .* has been created:UserWarning')
-def test_fsdp_config_builds(path, single_process_group):
+def test_fsdp_config_builds(path, single_process_group, tmp_path):
     from mmengine.model.wrappers import MMFullyShardedDataParallel
     from mmengine.registry import STRATEGIES
     from torch.distributed.fsdp import FullyShardedDataParallel, StateDictType
@@ -97,7 +97,8 @@ def test_fsdp_config_builds(path, single_process_group):
     assert base.optim_wrapper.clip_grad == dict(max_norm=3.0)
 
     # mmengine builds the strategy from the config: a full (rank-0) state dict on save
-    strategy_cfg = cfg.strategy.copy()
+    # (a strategy writes its log under work_dir, 'work_dirs' of the current folder by default)
+    strategy_cfg = dict(cfg.strategy, work_dir=str(tmp_path))
     strategy = STRATEGIES.build(strategy_cfg)
     assert type(strategy).__name__ == 'FSDPStrategy'
     assert strategy.state_dict_type == StateDictType.FULL_STATE_DICT
