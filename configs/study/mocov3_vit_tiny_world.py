@@ -6,8 +6,9 @@
 # perceptual loss, the other only measures (the perceptual distance of Table 4).
 # Deviations (toy scale, CPU): fp32, iterations instead of 300 epochs, crops 0.35-1 of the
 # image (smaller crops cut the object away at 32 px), and a stronger colour jitter (below).
-# It learns shape only in a world drawn upright (tools/study.py --no-rotation): rotation is
-# not among its augmentations, so a per-image angle tells two views apart as well.
+# It learns shape only in a world drawn upright (the full profile's; tools/study.py --rotation
+# draws random angles): rotation is not among its augmentations, so a per-image angle tells two
+# views apart as well.
 _base_ = '../demo/mocov3_vit_tiny_photos.py'
 
 data_root = 'work_dirs/study/world/pretrain'  # <root>/train/unlabeled/*.png

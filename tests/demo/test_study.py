@@ -222,7 +222,10 @@ def test_upright_world_and_stage_iterations_from_the_command_line(tmp_path):
     study_tool = load_tool('study')
     args = study_tool.parse_args(['--profile', 'quick', '--no-rotation',
                                   '--iters', 'mocov3=5,tokenizer=3'])
-    assert args.no_rotation and args.iters == dict(mocov3=5, tokenizer=3)
+    assert args.rotation is False and args.iters == dict(mocov3=5, tokenizer=3)
+    assert study_tool.parse_args(['--rotation']).rotation is True
+    assert study_tool.parse_args([]).rotation is None  # the profile's
+    assert study_tool.PROFILES['full']['rotate'] is False  # where MoCo v3 learns shape
     for bad in ('mocov=5', 'mocov3=0', 'mocov3', 'tokenizer=x'):
         with pytest.raises(SystemExit):
             study_tool.parse_args(['--iters', bad])
