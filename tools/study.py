@@ -46,7 +46,7 @@ PROFILES = {
                  val_per_class=30, judge_per_class=300, rotate=False,
                  iters=dict(mocov3=900, judge=600, tokenizer=400, pretrain=600, cls=240,
                             seg=200)),
-    # `make demo`: the supervised perceptual network (MoCo v3 learns no shape at this scale)
+    # `make demo`: the supervised perceptual network (MoCo v3 learns little shape at this scale)
     'demo': dict(seeds=3, lambdas=(0.0, 1.0), perceptual='supervised', n_pretrain=5000,
                  val_per_class=20, judge_per_class=300,
                  iters=dict(mocov3=150, judge=600, tokenizer=120, pretrain=130, cls=240,
@@ -553,7 +553,7 @@ def write_report(study: Study, res: dict, title: str, seconds: float, load: dict
             f'{loss.get("accuracy/top1", float("nan")):.1f} % top-1 on clean cls/val, 1-NN '
             f'shape accuracy {loss["trained"]:.1f} % (randomly initialised '
             f'{cell(loss["random"])} %). It stands for the paper\'s supervised-VGG row: '
-            'MoCo v3 learns no shape at this scale (docs/reproduce.md). The judge shares its '
+            'MoCo v3 learns little shape at this scale (docs/reproduce.md). The judge shares its '
             'training data and recipe, so the judge\'s accuracy on the reconstructions and '
             'the perceptual distance (measured with the judge) are not independent measures '
             'here; the codeword probe is.')
