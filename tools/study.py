@@ -547,6 +547,9 @@ def write_report(study: Study, res: dict, title: str, seconds: float, load: dict
     nets, it = res['nets'], study.p['iters']
     loss, measure = nets['loss_net']['metrics'], nets['measure']['metrics']
     judge = nets['judge']['metrics'].get('accuracy/top1')
+    from peco_mm.tooling.shape_world import CLASSES
+    from peco_mm.utils.image import find_images
+    few = len(find_images(study.wd / 'world' / 'cls' / 'train')) // len(CLASSES)  # as written
     if study.perceptual == 'supervised':
         loss_line = (
             '- Perceptual loss network: a supervised ViT (the judge\'s recipe and data, seed 1), '
@@ -577,10 +580,12 @@ def write_report(study: Study, res: dict, title: str, seconds: float, load: dict
         f'. Wall time {seconds / 60:.1f} min on {load["cpus"]} CPU cores (load average '
         f'{load["start"][0]:.1f} at the start, {load["end"][0]:.1f} at the end; finished runs '
         'of an earlier call are kept and not counted).', '',
-        f'World: {res["world"]["n_pretrain"]} unlabeled 32 px images, 10 shape classes, '
+        f'World: {res["world"]["n_pretrain"]} unlabeled 32 px images, {len(CLASSES)} shape '
+        'classes, '
         f'{"drawn upright" if res["world"].get("rotate") is False else "each at a random angle"}; '
-        f'few-label splits of 10 images per class, validation {res["world"]["val_per_class"]} '
-        'per class (peco_mm/tooling/shape_world.py). Iterations: ' +
+        f'few-label splits of {few} images per class, validation '
+        f'{res["world"]["val_per_class"]} per class (peco_mm/tooling/shape_world.py). '
+        'Iterations: ' +
         ', '.join(f'{k} {v}' for k, v in it.items()
                   if k != 'mocov3' or study.perceptual == 'mocov3') +
         '. Each cell: mean ± standard deviation over the seeds, the seeds\' values in '

@@ -54,7 +54,9 @@ def test_quick_study_report_has_every_section_and_both_seeds(quick_study):
     pos = [text.index(s) for s in SECTIONS]
     assert pos == sorted(pos)
     assert check_report(text) == []
-    assert '10 shape classes, each at a random angle;' in text  # the quick world's rotation
+    # the quick world as written: 10 classes, drawn rotated, 10 few-label images per class
+    assert ('10 shape classes, each at a random angle; few-label splits of 10 images per class'
+            in text)
     tables = parse_tables(text)
     down = tables['Tables 2-3: pretraining and downstream']
     assert list(down) == ['PeCo (lambda = 1 codes)', 'pixel codebook (lambda = 0 codes)',
