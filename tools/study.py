@@ -444,6 +444,10 @@ DOWN_ROWS = dict(peco='PeCo (lambda = 1 codes)', pixel='pixel codebook (lambda =
                  chance='chance (a model that learned nothing)')
 T4, T10, T23 = ('Table 4: tokenizers', 'Table 10: lambda sweep',
                 'Tables 2-3: pretraining and downstream')
+PRIMARY = {  # the endpoints fixed before the runs (docs/reproduce.md): row 1 minus row 2
+    (T4, 'codeword probe (%)', 'lambda = 1 (PeCo)', 'lambda = 0 (pixel only)'): 'P1',
+    (T23, 'few-label top-1 (%)', DOWN_ROWS['peco'], DOWN_ROWS['pixel']): 'P2',
+    (T23, 'mIoU (%)', DOWN_ROWS['peco'], DOWN_ROWS['pixel']): 'P3'}
 
 
 def lam_row(lam: float) -> str:
@@ -453,7 +457,7 @@ def lam_row(lam: float) -> str:
 def report_tables(study: Study, res: dict, chance: dict) -> tuple[list[str], list[str]]:
     """(Markdown tables, conclusion lines), both from the runs' metrics; the downstream
     table has a chance row, and every trained row is compared with it (did it learn?)."""
-    from peco_mm.tooling.study_report import cell, comparison, markdown_table
+    from peco_mm.tooling.study_report import cell, comparison, conclusion_lines, markdown_table
     toks, pre, down = res['tokenizers'], res['pretrain'], res['downstream']
 
     def tok_vals(lam, key, scale):
@@ -501,7 +505,7 @@ def report_tables(study: Study, res: dict, chance: dict) -> tuple[list[str], lis
         for col, key, d, _ in DOWN_COLUMNS[b != 'peco':]:
             conclusions.append(comparison(T23, col, DOWN_ROWS[a], DOWN_ROWS[b],
                                           down_vals(a, key), down_vals(b, key), expect, d))
-    return tables, conclusions
+    return tables, conclusion_lines(conclusions, PRIMARY)
 
 
 def chance_levels(study: Study) -> dict:
@@ -541,7 +545,7 @@ def reconstruction_grid(study: Study, res: dict) -> Path:
 
 def write_report(study: Study, res: dict, title: str, seconds: float, load: dict) -> Path:
     """<work-dir>/report.md: what ran, the stage checks, the tables, the conclusions."""
-    from peco_mm.tooling.study_report import cell
+    from peco_mm.tooling.study_report import CONCLUSIONS_INTRO, cell, write_checked
     chance = chance_levels(study)
     tables, conclusions = report_tables(study, res, chance)
     nets, it = res['nets'], study.p['iters']
@@ -596,11 +600,7 @@ def write_report(study: Study, res: dict, title: str, seconds: float, load: dict
         if judge is not None else '- Judge: no accuracy recorded.',
         '- Downstream chance levels: the last row of the pretraining and downstream table.', '']
     lines += [t + '\n' for t in tables]
-    lines += ['## Conclusions', '',
-              'Each line compares two rows of a table in one column, seed by seed (row 1 minus '
-              'row 2, as the table shows them), and states the direction the paper expects '
-              '(`paper: no direction` where it makes no claim). A sign that holds in every '
-              'seed is called consistent; any other is undecided at this scale.', '']
+    lines += ['## Conclusions', '', CONCLUSIONS_INTRO, '']
     lines += conclusions
     grid = reconstruction_grid(study, res)
     lines += ['', '## Reconstructions', '',
@@ -609,9 +609,8 @@ def write_report(study: Study, res: dict, title: str, seconds: float, load: dict
               f'![reconstructions]({osp.relpath(grid, study.wd)})', '',
               f'Work directories (configs as run, logs, checkpoints, each run\'s console.log): '
               f'`{study.wd}`.']
-    report = study.wd / 'report.md'
-    report.write_text('\n'.join(lines) + '\n')
-    return report
+    # checked as written: exits non-zero when a sentence disagrees with its numbers
+    return write_checked(study.wd / 'report.md', '\n'.join(lines) + '\n')
 
 
 def main(argv=None) -> Path:
