@@ -457,7 +457,7 @@ def lam_row(lam: float) -> str:
 def report_tables(study: Study, res: dict, chance: dict) -> tuple[list[str], list[str]]:
     """(Markdown tables, conclusion lines), both from the runs' metrics; the downstream
     table has a chance row, and every trained row is compared with it (did it learn?)."""
-    from peco_mm.tooling.study_report import cell, comparison, conclusion_lines, markdown_table
+    from peco_mm.tooling.study_report import cell, comparison, conclusion_block, markdown_table
     toks, pre, down = res['tokenizers'], res['pretrain'], res['downstream']
 
     def tok_vals(lam, key, scale):
@@ -505,7 +505,7 @@ def report_tables(study: Study, res: dict, chance: dict) -> tuple[list[str], lis
         for col, key, d, _ in DOWN_COLUMNS[b != 'peco':]:
             conclusions.append(comparison(T23, col, DOWN_ROWS[a], DOWN_ROWS[b],
                                           down_vals(a, key), down_vals(b, key), expect, d))
-    return tables, conclusion_lines(conclusions, PRIMARY)
+    return tables, conclusion_block(conclusions, PRIMARY)
 
 
 def chance_levels(study: Study) -> dict:

@@ -9,8 +9,11 @@ report can contradict its tables.
 - `conclusion_lines`: one line per comparison, its verdict read from a t interval of the mean
   paired difference (peco_mm/tooling/paired_stats.py): the 95 % interval for a primary
   endpoint, the interval of its Holm step for a secondary one; no verdict below 5 replicates;
+  `conclusion_block`: the primary endpoints' table (differences, 95 % interval, verdict)
+  above those lines;
 - `check_report`: parses every table and every conclusion line of a report, recomputes the
-  lines from the table cells they name, and flags any other sentence among the conclusions;
+  lines (and the endpoints' table) from the table cells they name, and flags any other
+  sentence among the conclusions;
   `write_checked` writes a report and exits non-zero when the check fails.
 """
 from __future__ import annotations
@@ -30,6 +33,7 @@ CONCLUSION = re.compile(
     r'^- \[(?P<role>P\d+|secondary)\|(?P<table>[^|\]]+)\|(?P<col>[^|\]]+)\|(?P<a>[^|\]]+)\|'
     r'(?P<b>[^|\]]+)\|paper: (?P<expect>higher|lower|no direction)\] per replicate .+$')
 EXPECT_WORDS = {1: 'higher', -1: 'lower', 0: 'no direction'}
+ENDPOINTS = 'Primary endpoints: paired differences'
 CONCLUSIONS_INTRO = (
     'Each line compares two rows of a table in one column, replicate by replicate (row 1 minus '
     'row 2 as the table shows them; replicate i of every row is paired), and states the '
@@ -106,49 +110,86 @@ def comparison(table: str, column: str, a: str, b: str, a_vals: Sequence[float],
     return Comparison(table, column, a, b, diffs, expect, digits, role)
 
 
-def conclusion_lines(comparisons: Sequence[Comparison], primary: dict | None = None) -> list[str]:
-    """One line per comparison, in their order. `primary`: {(table, column, row a, row b):
-    'P1', ...}, the endpoints fixed before the runs, each of which must be among the
-    comparisons; they take that role, the others keep theirs. Holm's procedure runs over every
-    decidable secondary comparison of the list (the report's family)."""
-    roles = {(c.table, c.column, c.a, c.b): c.role for c in comparisons}
-    missing = [f'{r}: {k}' for k, r in (primary or {}).items() if k not in roles]
+def conclusion_block(comparisons: Sequence[Comparison], primary: dict | None = None) -> list[str]:
+    """The Conclusions section's body: the table of the primary endpoints (when there are
+    any), then one line per comparison (`conclusion_lines`)."""
+    comparisons = with_roles(comparisons, primary)
+    table = endpoint_table(comparisons)
+    return ([table, ''] if table else []) + conclusion_lines(comparisons)
+
+
+def with_roles(comparisons: Sequence[Comparison], primary: dict | None) -> list[Comparison]:
+    """`primary`: {(table, column, row a, row b): 'P1', ...}, the endpoints fixed before the
+    runs, each of which must be among the comparisons; they take that role, the others keep
+    theirs."""
+    primary = primary or {}
+    keys = {(c.table, c.column, c.a, c.b) for c in comparisons}
+    missing = [f'{r}: {k}' for k, r in primary.items() if k not in keys]
     if missing:
         raise ValueError(f'primary endpoints that no comparison states: {missing}')
-    comparisons = [replace(c, role=(primary or {}).get((c.table, c.column, c.a, c.b), c.role))
-                   for c in comparisons]
+    return [replace(c, role=primary.get((c.table, c.column, c.a, c.b), c.role))
+            for c in comparisons]
+
+
+def conclusion_lines(comparisons: Sequence[Comparison], primary: dict | None = None) -> list[str]:
+    """One line per comparison, in their order (`primary`: as `with_roles`). Holm's procedure
+    runs over every decidable secondary comparison of the list (the report's family)."""
+    comparisons = with_roles(comparisons, primary)
     family = [i for i, c in enumerate(comparisons) if c.role == 'secondary' and c.decidable]
     steps = holm([t_interval(comparisons[i].diffs).p for i in family])
     holm_of = {i: (step, len(family)) for i, step in zip(family, steps)}
     return [conclusion_line(c, *holm_of.get(i, (None, 0))) for i, c in enumerate(comparisons)]
 
 
+def endpoint_table(comparisons: Sequence[Comparison]) -> str:
+    """The primary endpoints as a `markdown_table`: the paired differences as a `cell`, the 95 %
+    interval and the verdict of each; '' when the comparisons have none."""
+    rows = {c.role: [f'{c.column}: {c.a} minus {c.b}', EXPECT_WORDS[c.expect],
+                     cell(c.diffs, c.digits), interval_text(c) or NA,
+                     no_verdict(c) or verdict(c.diffs, c.expect)]
+            for c in sorted(comparisons, key=lambda c: c.role) if c.role != 'secondary'}
+    return markdown_table(ENDPOINTS, ['row 1 minus row 2', 'paper', 'difference per replicate',
+                                      '95 % CI', 'verdict'], rows) if rows else ''
+
+
+def interval_text(c: Comparison, level: float = 0.95) -> str:
+    """'[low, high]' of the comparison's t interval at `level`, one digit more than the table
+    shows; '' below 2 finite values."""
+    if len(c.diffs) < 2 or not all(map(math.isfinite, c.diffs)):
+        return ''
+    iv = t_interval(c.diffs, level)
+    return f'[{iv.low:+.{c.digits + 1}f}, {iv.high:+.{c.digits + 1}f}]'
+
+
+def no_verdict(c: Comparison) -> str:
+    """Why a comparison gets no verdict ('' when it gets one)."""
+    n = len(c.diffs)
+    if not all(map(math.isfinite, c.diffs)):
+        return 'a value is not finite, no verdict'
+    if n == 0:
+        return 'no values'
+    if n < MIN_REPLICATES:
+        return f'too few replicates for a verdict ({n}; {MIN_REPLICATES} needed)'
+    return ''
+
+
 def conclusion_line(c: Comparison, step=None, family: int = 0) -> str:
     """The line of one comparison (`step`: its HolmStep among `family` secondary ones)."""
-    d = c.digits + 1
-    n = len(c.diffs)
     head = (f'- [{c.role}|{c.table}|{c.column}|{c.a}|{c.b}|paper: {EXPECT_WORDS[c.expect]}] '
             f'per replicate {", ".join(f"{v:+.{c.digits}f}" for v in c.diffs) or NA}')
-    if not all(map(math.isfinite, c.diffs)):
-        return f'{head}: a value is not finite, no verdict'
-    if n == 0:
-        return f'{head}: no values'
-    stats = f'mean {statistics.mean(c.diffs):+.{d}f}'
-    if n >= 2:
-        iv = t_interval(c.diffs)
-        stats += f', 95 % CI [{iv.low:+.{d}f}, {iv.high:+.{d}f}]'
-    if n < MIN_REPLICATES:
-        return (f'{head}: {stats}: too few replicates for a verdict ({n}; '
-                f'{MIN_REPLICATES} needed)')
+    stats = (f'mean {statistics.mean(c.diffs):+.{c.digits + 1}f}'
+             if c.diffs and all(map(math.isfinite, c.diffs)) else '')
+    stats += f', 95 % CI {interval_text(c)}' if interval_text(c) else ''
+    if no_verdict(c):
+        return ': '.join(filter(None, (head, stats, no_verdict(c))))
     if c.role != 'secondary':
         return (f'{head}: {stats}, sign-flip P {p_text(sign_flip_p(c.diffs))}: '
                 f'{verdict(c.diffs, c.expect)}')
     where = f'Holm step {step.step} of {family}'
     if not step.tested:
         return f'{head}: {stats}; {where}: not tested (Holm stopped at step {step.stopped_at})'
-    hv = t_interval(c.diffs, step.level)
-    return (f'{head}: {stats}; {where}: {100 * step.level:.2f} % CI [{hv.low:+.{d}f}, '
-            f'{hv.high:+.{d}f}], adjusted P {p_text(step.adjusted_p)}: '
+    return (f'{head}: {stats}; {where}: {100 * step.level:.2f} % CI '
+            f'{interval_text(c, step.level)}, adjusted P {p_text(step.adjusted_p)}: '
             f'{verdict(c.diffs, c.expect, step.level)}')
 
 
@@ -202,8 +243,9 @@ def check_report(text: str) -> list[str]:
     """Contradictions between the conclusions of a report and its tables: every conclusion
     line is recomputed from the two cells it names, its role and the paper's direction it
     states (its differences, interval, Holm step and verdict; Holm over all its secondary
-    lines), a primary endpoint may be stated once, and the Conclusions section holds no other
-    sentence than its introduction. [] for a consistent report."""
+    lines), a primary endpoint may be stated once, the primary endpoints' table is the one
+    their lines give, and the Conclusions section holds no other sentence than its
+    introduction. [] for a consistent report."""
     tables = parse_tables(text)
     problems, found = [], []
     for line in text.splitlines():
@@ -223,14 +265,21 @@ def check_report(text: str) -> list[str]:
     roles = [c.role for _, c in found if c.role != 'secondary']
     problems += [f'primary endpoint {r} is stated {roles.count(r)} times'
                  for r in sorted(set(roles)) if roles.count(r) > 1]
-    return problems + stray_sentences(text)
+    table = endpoint_table([c for _, c in found])
+    if table and table not in text:
+        problems.append(f'the table of the primary endpoints is not, as their lines give it:\n'
+                        f'{table}')
+    return problems + stray_sentences(text, table)
 
 
-def stray_sentences(text: str) -> list[str]:
-    """Lines of the '## Conclusions' section that are neither a conclusion line nor its
-    introduction: sentences no interval wrote."""
+def stray_sentences(text: str, table: str = '') -> list[str]:
+    """Lines of the '## Conclusions' section that are neither a conclusion line, nor its
+    introduction, nor in `table` (the primary endpoints' table): sentences no interval
+    wrote."""
     section = text.split('\n## Conclusions\n', 1)[1:]
     body = section[0].split('\n## ', 1)[0] if section else ''
+    if table:
+        body = body.replace(table, '')
     return [f'a sentence among the conclusions that no interval wrote: {line}'
             for line in body.splitlines()
             if line.strip() and line != CONCLUSIONS_INTRO and not line.startswith('- [')]

@@ -8,9 +8,10 @@ import pytest
 from PIL import Image
 
 from peco_mm.tooling.paired_stats import holm, sign_flip_p, t_interval, verdict
-from peco_mm.tooling.study_report import (CONCLUSIONS_INTRO, cell, check_report, comparison,
-                                          conclusion_lines, markdown_table, parse_cell,
-                                          parse_tables, write_checked)
+from peco_mm.tooling.study_report import (CONCLUSIONS_INTRO, ENDPOINTS, cell, check_report,
+                                          comparison, conclusion_block, conclusion_lines,
+                                          markdown_table, parse_cell, parse_tables,
+                                          write_checked)
 
 # eight replicates of two rows, paired: row a is above row b in 6 of 8
 A8 = [31.5, 28.0, 35.5, 30.0, 33.0, 29.5, 34.0, 26.5]
@@ -107,9 +108,9 @@ def test_cells_round_trip_and_comparisons_use_the_shown_values():
 
 def report(a, b, expect=1, role='P1'):
     table = markdown_table('T4', ['probe (%)'], {'PeCo': [cell(a)], 'pixel': [cell(b)]})
-    line = conclusion_lines([comparison('T4', 'probe (%)', 'PeCo', 'pixel', a, b, expect,
-                                        role=role)])[0]
-    return f'{table}\n\n## Conclusions\n\n{CONCLUSIONS_INTRO}\n\n{line}\n\n## Next\n'
+    pair = comparison('T4', 'probe (%)', 'PeCo', 'pixel', a, b, expect, role=role)
+    block = '\n'.join(conclusion_block([pair]))
+    return f'{table}\n\n## Conclusions\n\n{CONCLUSIONS_INTRO}\n\n{block}\n\n## Next\n'
 
 
 def test_check_report_recomputes_intervals_and_catches_contradictions():
@@ -121,7 +122,14 @@ def test_check_report_recomputes_intervals_and_catches_contradictions():
     lo, hi = stats.ttest_rel(parse_cell(row['PeCo']['probe (%)']),
                              parse_cell(row['pixel']['probe (%)'])).confidence_interval(0.95)
     assert f'95 % CI [{lo:+.2f}, {hi:+.2f}]' in good
+    # the primary endpoints' table: the differences as a cell, the interval, the verdict
     verdict_words = "excludes 0 in the paper's direction"
+    assert parse_tables(good)[ENDPOINTS]['P1'] == {
+        'row 1 minus row 2': 'probe (%): PeCo minus pixel', 'paper': 'higher',
+        'difference per replicate': '2.1 ± 2.2 (2.5, -0.5, 5.0, -1.0, 4.0, 2.5, 3.5, 0.5)',
+        '95 % CI': f'[{lo:+.2f}, {hi:+.2f}]', 'verdict': verdict_words}
+    table_row = good[good.index('| P1 |'):].splitlines()[0]
+    assert check_report(good.replace(table_row, table_row.replace(verdict_words, 'includes 0')))
     for bad in (good.replace(verdict_words, 'includes 0'),  # a sentence against its numbers
                 good.replace(verdict_words, 'excludes 0 against the paper'),
                 good.replace(f'{lo:+.2f}', f'{lo + 0.5:+.2f}'),  # a changed interval
@@ -262,7 +270,9 @@ def test_report_compares_every_trained_row_with_chance(tmp_path):
     assert not any('consistent' in c or 'seeds' in c for c in conclusions)
     few = study_tool.Study(str(tmp_path), 'quick', seeds=3)
     _, lines = study_tool.report_tables(few, study_results(few, study_tool.INITS), chance)
-    assert all(c.endswith('too few replicates for a verdict (3; 5 needed)') for c in lines)
+    assert all(c.endswith('too few replicates for a verdict (3; 5 needed)') for c in lines
+               if c.startswith('- ['))
+    assert lines[0].startswith(f'**{ENDPOINTS}**') and lines[0].count('too few') == 3
 
 
 def test_study_exits_when_its_report_contradicts_its_numbers(tmp_path, monkeypatch):
