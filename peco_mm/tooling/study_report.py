@@ -28,7 +28,8 @@ from typing import Sequence
 from peco_mm.tooling.paired_stats import MIN_REPLICATES, holm, sign_flip_p, t_interval, verdict
 
 NA = '—'
-CELL = re.compile(r'^(-?\d+(?:\.\d+)?)(?: ± (\d+(?:\.\d+)?) \(([^)]*)\))?$')
+NUMBER = r'-?(?:\d+(?:\.\d+)?|nan|inf)'  # as Python formats a float, non-finite ones too
+CELL = re.compile(rf'^({NUMBER})(?: ± ({NUMBER}) \(([^)]*)\))?$')
 CONCLUSION = re.compile(
     r'^- \[(?P<role>P\d+|secondary)\|(?P<table>[^|\]]+)\|(?P<col>[^|\]]+)\|(?P<a>[^|\]]+)\|'
     r'(?P<b>[^|\]]+)\|paper: (?P<expect>higher|lower|no direction)\] per replicate .+$')
@@ -48,15 +49,17 @@ CONCLUSIONS_INTRO = (
 
 
 def cell(values: Sequence[float | None], digits: int = 1) -> str:
-    """'mean ± std (v1, v2, ...)' over replicates (each value rounded to `digits`); one value
-    alone; '—' when there is none."""
+    """'mean ± std (v1, v2, ...)' over replicates (each value rounded to `digits`; mean and
+    std nan when a value is not finite); one value alone; '—' when there is none."""
     vals = [round(float(v), digits) for v in values if v is not None]
     if not vals:
         return NA
     if len(vals) == 1:
         return f'{vals[0]:.{digits}f}'
     each = ', '.join(f'{v:.{digits}f}' for v in vals)
-    return f'{statistics.mean(vals):.{digits}f} ± {statistics.stdev(vals):.{digits}f} ({each})'
+    mean, sd = ((statistics.mean(vals), statistics.stdev(vals))
+                if all(map(math.isfinite, vals)) else (math.nan, math.nan))
+    return f'{mean:.{digits}f} ± {sd:.{digits}f} ({each})'
 
 
 def parse_cell(text: str) -> list[float]:
@@ -230,10 +233,8 @@ def read_comparison(m: re.Match, tables: dict) -> Comparison:
     those cells show)."""
     t, col, a, b = (m.group(k) for k in ('table', 'col', 'a', 'b'))
     a_cell, b_cell = tables[t][a][col], tables[t][b][col]
-    shown = re.findall(r'-?\d+(?:\.\d+)?', a_cell)
-    if not shown:
-        raise ValueError(f'the cell of {a!r} has no values: {a_cell!r}')
-    digits = max(len(v.split('.')[1]) if '.' in v else 0 for v in shown)
+    shown = re.findall(r'-?\d+(?:\.\d+)?', a_cell)  # none when every value is nan
+    digits = max((len(v.split('.')[1]) if '.' in v else 0 for v in shown), default=1)
     expect = {w: k for k, w in EXPECT_WORDS.items()}[m.group('expect')]
     return comparison(t, col, a, b, parse_cell(a_cell), parse_cell(b_cell), expect, digits,
                       m.group('role'))

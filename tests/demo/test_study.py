@@ -104,6 +104,11 @@ def test_cells_round_trip_and_comparisons_use_the_shown_values():
     assert comparison('T', 'c', 'a', 'b', [1.04, 3.0], [1.0, 2.0], 1).diffs == (0.0, 1.0)
     with pytest.raises(ValueError, match='paired'):
         comparison('T', 'c', 'a', 'b', [1.0, 2.0], [1.0], 1)
+    # a metric that came out nan: shown, read back, no verdict, and the report still checks
+    nan = float('nan')
+    assert cell([nan, 1.0, 2.0]) == 'nan ± nan (nan, 1.0, 2.0)'
+    text = report([nan] + A8[1:], B8)
+    assert check_report(text) == [] and 'a value is not finite, no verdict' in text
 
 
 def report(a, b, expect=1, role='P1'):
