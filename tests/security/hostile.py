@@ -80,3 +80,66 @@ def build_corpus(root: Path) -> tuple[dict[str, Path], Path, dict[str, str]]:
     files['truncated_zip'].write_bytes(files.pop('whole').read_bytes()[:8000])
     assert set(files) == set(EXPECTED)
     return files, marker, texts
+
+
+# ---- plain data naming code: the registry names a tokenizer is rebuilt from -------------------
+# a module of the test's own making; importing it, or calling its `touch`, creates the marker
+TRACE_MODULE = 'hostile_trace'
+_DOTTED = rf"'{TRACE_MODULE}\.touch' is not a name registered by peco_mm or a loaded host"
+# file name -> the refusal of every route that rebuilds a tokenizer from the file
+NAME_EXPECTED = {
+    'parts_dotted_type': rf'meta\.tokenizer_parts\.encoder\.type: {_DOTTED}',
+    'parts_decoder_dotted': rf'meta\.tokenizer_parts\.decoder\.type: {_DOTTED}',
+    'parts_scope': (rf"meta\.tokenizer_parts\.encoder\._scope_: '{TRACE_MODULE}' is not the "
+                    'scope of a loaded registry'),
+    'parts_module_name': (rf"meta\.tokenizer_parts\.quantizer\.type: '{TRACE_MODULE}' is not "
+                          'a name registered'),
+    'arch_dotted_type': rf'meta\.tokenizer_arch\.encoder\.type: {_DOTTED}',
+    'cfg_model_dotted': rf'meta\.cfg model\.encoder\.type: {_DOTTED}',
+}
+TINY_PARTS = dict(encoder=dict(type='CNNEncoder', base_channels=4, channel_mult=(1, 2),
+                               num_res_blocks=1),
+                  decoder=dict(type='CNNDecoder', base_channels=4, channel_mult=(1, 2),
+                               num_res_blocks=1),
+                  quantizer=dict(type='EMAVectorQuantizer', num_embeddings=16, embed_dims=8))
+
+
+def name_payloads() -> dict[str, dict]:
+    """name -> the part configs (encoder, decoder, quantizer) each hostile file stores."""
+    dotted = dict(type=f'{TRACE_MODULE}.touch', code='print(1)')
+
+    def parts(**changed):
+        return {k: dict(changed.get(k, v)) for k, v in TINY_PARTS.items()}
+    return {
+        'parts_dotted_type': parts(encoder=dotted),
+        'parts_decoder_dotted': parts(decoder=dotted),
+        'parts_scope': parts(encoder=dict(TINY_PARTS['encoder'], _scope_=TRACE_MODULE)),
+        'parts_module_name': parts(quantizer=dict(type=TRACE_MODULE)),
+        'arch_dotted_type': parts(encoder=dotted),
+        'cfg_model_dotted': parts(encoder=dotted),
+    }
+
+
+def build_name_corpus(root: Path) -> tuple[dict[str, Path], Path]:
+    """(name -> file, the marker path): checkpoints whose plain meta data names the trace
+    module as a registry type or scope; put `root` on sys.path to make the names live."""
+    marker = root / 'NAME_MARKER'
+    package = root / TRACE_MODULE
+    package.mkdir(exist_ok=True)
+    (package / '__init__.py').write_text(
+        f'open({str(marker)!r}, "w").close()\n\n\ndef touch(**kwargs):\n'
+        f'    open({str(marker)!r}, "w").close()\n')
+    files = {}
+    for name, parts in name_payloads().items():
+        if name == 'cfg_model_dotted':  # an old file: the config text only
+            meta = {'cfg': 'model = ' + repr(dict(type='PeCoTokenizer', **parts)) + '\n'}
+        elif name == 'arch_dotted_type':  # an old file: flat arguments and part configs
+            meta = {'tokenizer_arch': dict(num_embeddings=16, embed_dims=8,
+                                           encoder=parts['encoder'])}
+        else:
+            meta = {'tokenizer_parts': parts}
+        files[name] = root / f'{name}.pth'
+        torch.save({'state_dict': {'quantizer.embedding': torch.zeros(16, 8)}, 'meta': meta},
+                   files[name])
+    assert set(files) == set(NAME_EXPECTED)
+    return files, marker

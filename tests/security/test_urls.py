@@ -11,7 +11,8 @@ import shutil
 import pytest
 import torch
 
-from tests.security.hostile import EXPECTED, build_corpus
+from tests.security.hostile import (EXPECTED, NAME_EXPECTED, TRACE_MODULE, build_corpus,
+                                    build_name_corpus)
 from tests.security.test_hostile_files import TINY_VIT, check_refused
 
 BASE = 'https://example.org/weights/'
@@ -106,6 +107,21 @@ def test_hostile_urls_on_every_route(server, tmp_path):
     check_refused(lambda: runner.load_checkpoint('torchvision://resnet18'),
                   f'{cache_dir()}/{resnet}', EXPECTED['pickle_zip'], marker)
     assert server[1] == []  # nothing was downloaded
+
+
+def test_a_url_naming_code_is_refused_as_a_target_generator(server, tmp_path, monkeypatch):
+    """The pretraining target from a URL: the registry-name payloads are refused as from
+    a local file, nothing imported."""
+    import sys
+
+    from peco_mm.tokenizer import FrozenPeCoTokenizer
+    files, marker = build_name_corpus(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name, path in files.items():
+        server[0][BASE + path.name] = path.read_bytes()
+        check_refused(lambda: FrozenPeCoTokenizer(BASE + path.name), BASE + path.name,
+                      NAME_EXPECTED[name], marker)
+    assert TRACE_MODULE not in sys.modules
 
 
 def test_a_good_url_initialises_a_backbone(server, tmp_path):
