@@ -10,7 +10,8 @@
 - `inert`: a file's other pickled objects read as inert stand-ins through the same
   weights-only unpickler (`read_checkpoint(path, inert_objects=True)`): nothing of them runs;
 - `module_pickle`: the weights of a pickled `nn.Module` (OpenAI's DALL-E files), read off
-  those stand-ins.
+  those stand-ins;
+- `budget`: what one read may allocate and how deep what it holds may nest.
 """
 from .keymaps import (FORMATS, Conversion, cnn_backbone_state_dict, convert_checkpoint,
                       convert_state_dict, detect_format, tokenizer_state_dict)
@@ -24,8 +25,8 @@ from .stored_names import check_registered_names, registered_names
 from .vit_args import infer_pecovit_kwargs
 
 __all__ = ['FORMATS', 'MMENGINE_SCHEMES', 'Conversion', 'StoredConfigError',
-           'allow_mmengine_checkpoints', 'as_plain_data', 'check_registered_names', 'cnn_backbone_state_dict',
-           'convert_checkpoint',
+           'allow_mmengine_checkpoints', 'as_plain_data', 'check_registered_names',
+           'cnn_backbone_state_dict', 'convert_checkpoint',
            'convert_state_dict', 'detect_format', 'infer_pecovit_kwargs', 'is_state_dict',
            'is_url', 'load_from_weights_only', 'parse_config_text', 'read_checkpoint',
            'read_module_state_dict', 'registered_names',

@@ -7,6 +7,7 @@ Every code-carrying file would create `MARKER` if anything ran it: the pickles t
 import os
 import random
 import shlex
+import zipfile
 from pathlib import Path
 
 import torch
@@ -24,7 +25,17 @@ EXPECTED = {
     'empty': r'empty file \(0 bytes\), not a checkpoint',
     'random': r'not a torch checkpoint \(4096 bytes',
     'truncated_zip': r'truncated or corrupt zip archive',
+    # what the weights-only unpickler would allocate, against the tests' budget (1 MiB)
+    'alloc_bytearray': r'would allocate 838\d{4} bytes \(builtins\.bytearray\(\.\.\.\)\), more '
+                       r'than a read may allocate',
+    'alloc_bytearray_legacy': r'would allocate 838\d{4} bytes \(builtins\.bytearray',
+    'alloc_tensor': r'would allocate 838\d{4} bytes \(torch\.FloatTensor\(\.\.\.\)\)',
+    'zip_bomb': r'its zip entries unpack to 838\d{4} bytes, more than a read may allocate',
+    'deep_nesting': r'holds data nested deeper than 100 levels',
 }
+# PECO_MM_READ_BUDGET_MB while the corpus is read: each allocation payload asks for 8 MiB
+BUDGET_MB = '1'
+ALLOCATION = ('alloc_bytearray', 'alloc_bytearray_legacy', 'alloc_tensor', 'zip_bomb')
 CODE_IN_CONFIG = ('cfg_import', 'cfg_base', 'cfg_custom_imports', 'cfg_expression',
                   'config_import', 'hub_cfg_import')
 
@@ -37,6 +48,16 @@ class Payload:
 
     def __reduce__(self):
         return os.system, (self.cmd,)
+
+
+class Sized:
+    """Pickled as a call to an allow-listed constructor with a size, e.g. bytearray(n)."""
+
+    def __init__(self, constructor, *args) -> None:
+        self.call = constructor, args
+
+    def __reduce__(self):
+        return self.call
 
 
 def build_corpus(root: Path) -> tuple[dict[str, Path], Path, dict[str, str]]:
@@ -78,6 +99,20 @@ def build_corpus(root: Path) -> tuple[dict[str, Path], Path, dict[str, str]]:
     save('whole', {'state_dict': {'w': torch.ones(4096)}})
     files['truncated_zip'] = root / 'truncated_zip.pth'
     files['truncated_zip'].write_bytes(files.pop('whole').read_bytes()[:8000])
+    save('alloc_bytearray', {**weights, 'x': Sized(bytearray, 8 << 20)})
+    save('alloc_bytearray_legacy', {**weights, 'x': Sized(bytearray, 8 << 20)},
+         _use_new_zipfile_serialization=False)
+    save('alloc_tensor', {**weights, 'x': Sized(torch.FloatTensor, 1 << 20)})
+    save('zip_inner', {**weights, 'x': 'a' * (8 << 20)})  # rewritten deflated: 9 kB
+    with zipfile.ZipFile(files.pop('zip_inner')) as src, \
+            zipfile.ZipFile(root / 'zip_bomb.pth', 'w', zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info.filename))
+    files['zip_bomb'] = root / 'zip_bomb.pth'
+    deep: list = []
+    for _ in range(150):
+        deep = [deep]
+    save('deep_nesting', {**weights, 'x': deep})
     assert set(files) == set(EXPECTED)
     return files, marker, texts
 

@@ -13,10 +13,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from peco_mm.checkpoint.budget import BUDGET_ENV
 from tests.conftest import ROOT, load_tool, run_tool
-from tests.security.hostile import (CODE_IN_CONFIG, EXPECTED, NAME_EXPECTED, TINY_PARTS,
-                                    TRACE_MODULE, build_corpus, build_name_corpus,
-                                    name_payloads)
+from tests.security.hostile import (ALLOCATION, BUDGET_MB, CODE_IN_CONFIG, EXPECTED,
+                                    NAME_EXPECTED, TINY_PARTS, TRACE_MODULE, build_corpus,
+                                    build_name_corpus, name_payloads)
 from tests.tools.conftest import isolated_mmengine  # noqa: F401
 
 TINY_TOK = dict(base_channels=4, channel_mult=(1, 2, 2), num_res_blocks=1, num_embeddings=16,
@@ -42,6 +43,12 @@ model = dict(backbone=dict(img_size=32, patch_size=4),
 
 @pytest.fixture(scope='module')
 def corpus(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:  # the read budget the allocation payloads exceed
+        mp.setenv(BUDGET_ENV, BUDGET_MB)
+        yield make_corpus(tmp_path_factory)
+
+
+def make_corpus(tmp_path_factory):
     root = tmp_path_factory.mktemp('hostile')
     files, marker, texts = build_corpus(root)
     from peco_mm.tooling.demo_data import make_class_folder
@@ -306,6 +313,9 @@ def test_the_corpus_is_live(corpus, monkeypatch):
             Config.fromstring(corpus.texts[name], '.py')
         assert corpus.marker.exists(), name
         corpus.marker.unlink()
+    for name in ALLOCATION:  # each allocates 8 MiB (a real attack: gigabytes)
+        x = torch.load(corpus.files[name], weights_only=True)['x']
+        assert (x.numel() * x.element_size() if torch.is_tensor(x) else len(x)) >= 4 << 20
 
 
 def test_auto_resume_refuses_a_symlink_out_of_the_work_dir(corpus, tmp_path,

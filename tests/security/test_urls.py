@@ -11,7 +11,8 @@ import shutil
 import pytest
 import torch
 
-from tests.security.hostile import (EXPECTED, NAME_EXPECTED, TRACE_MODULE, build_corpus,
+from peco_mm.checkpoint.budget import BUDGET_ENV
+from tests.security.hostile import (BUDGET_MB, EXPECTED, NAME_EXPECTED, TRACE_MODULE, build_corpus,
                                     build_name_corpus)
 from tests.security.test_hostile_files import TINY_VIT, check_refused
 
@@ -69,8 +70,9 @@ def test_the_hash_in_the_file_name_is_checked(server, tmp_path):
     assert sorted(os.listdir(cache_dir())) == [f'tiny-{digest[:8]}.pth']  # nothing kept
 
 
-def test_hostile_urls_on_every_route(server, tmp_path):
+def test_hostile_urls_on_every_route(server, tmp_path, monkeypatch):
     """The cache holds what a download of each URL left; every route refuses it."""
+    monkeypatch.setenv(BUDGET_ENV, BUDGET_MB)
     from mmengine.runner import Runner
     from mmengine.runner.checkpoint import get_torchvision_models
 
@@ -146,3 +148,4 @@ def test_resume_from_a_url_is_refused_with_a_hint():
     with pytest.raises(ValueError, match=rf'--resume {BASE}w.pth: resuming takes a local '
                        'checkpoint file .* load_from=URL'):
         apply_cli(Config(dict()), 'work', 'cfg.py', BASE + 'w.pth', False, 'none')
+
