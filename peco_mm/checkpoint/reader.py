@@ -196,6 +196,16 @@ def fetch_url(url: str) -> str:
             download_url_to_file(url, dst, match.group(1) if match else None, progress=False)
         except RuntimeError as err:  # torch hub's hash check
             raise ValueError(f'{url}: {err}; the download was discarded') from None
+        except OSError as err:  # urllib's HTTPError / URLError, a connection reset
+            reason = getattr(err, 'reason', None) or err
+            code = f'HTTP {err.code} ' if isinstance(getattr(err, 'code', None), int) else ''
+            raise ValueError(f'{url}: download failed ({code}{reason}); nothing was kept in '
+                             f'{os.path.dirname(dst)}') from None
+        problem = file_problem(dst)
+        if problem:  # a connection that closed early leaves a short file
+            os.remove(dst)
+            raise ValueError(f'{url}: the download is no readable checkpoint ({problem}: cut '
+                             'short?); it was discarded, so the next run downloads it again')
 
     several = dist.get_world_size() > 1
     if dist.is_main_process():

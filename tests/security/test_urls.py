@@ -149,3 +149,53 @@ def test_resume_from_a_url_is_refused_with_a_hint():
                        'checkpoint file .* load_from=URL'):
         apply_cli(Config(dict()), 'work', 'cfg.py', BASE + 'w.pth', False, 'none')
 
+
+def test_load_from_a_url_with_another_codebook_is_refused(server, tmp_path):
+    """`load_from=URL` is checked as a local file is: a target generator of another codebook
+    size is refused before it is loaded."""
+    from types import SimpleNamespace
+
+    from peco_mm.engine.hooks import LoadFromCheckHook
+    model = torch.nn.Module()
+    model.target_generator = torch.nn.Embedding(16, 8)  # this run's codebook: K = 16
+    torch.save({'state_dict': {'target_generator.weight': torch.zeros(32, 8)}},
+               tmp_path / 'peco.pth')
+    server[0][BASE + 'peco.pth'] = (tmp_path / 'peco.pth').read_bytes()
+    with pytest.raises(ValueError, match=rf'load_from {BASE}peco.pth: its target generator .*'
+                       r'1 weights of another shape \(e.g. target_generator.weight: \(32, 8\) '
+                       r'in the checkpoint, \(16, 8\) in this model\)'):
+        LoadFromCheckHook(BASE + 'peco.pth').before_run(SimpleNamespace(model=model))
+    assert server[1] == [BASE + 'peco.pth']
+
+
+def test_a_missing_url_says_so_in_one_line(server, monkeypatch):
+    import urllib.error
+
+    from peco_mm.checkpoint import read_checkpoint
+
+    def not_found(req):
+        raise urllib.error.HTTPError(req.full_url, 404, 'Not Found', email.message.Message(),
+                                     None)
+    monkeypatch.setattr(torch.hub, 'urlopen', not_found)
+    with pytest.raises(ValueError) as info:
+        read_checkpoint(BASE + 'gone.pth')
+    assert str(info.value) == (f'{BASE}gone.pth: download failed (HTTP 404 Not Found); '
+                               f'nothing was kept in {cache_dir()}')
+    assert not os.path.exists(cache_dir()) or os.listdir(cache_dir()) == []
+
+
+def test_a_download_cut_short_is_not_kept(server, tmp_path):
+    """A connection that closes early leaves a short file: it is removed, so that the next
+    read downloads it again."""
+    from peco_mm.checkpoint import read_checkpoint
+    served, requests = server
+    torch.save({'state_dict': {'w': torch.arange(4096.)}}, tmp_path / 'w.pth')
+    data = (tmp_path / 'w.pth').read_bytes()
+    served[BASE + 'w.pth'] = data[:len(data) // 2]
+    with pytest.raises(ValueError, match=rf'^{BASE}w.pth: the download is no readable '
+                       r'checkpoint \(truncated or corrupt zip archive .*it was discarded'):
+        read_checkpoint(BASE + 'w.pth')
+    assert os.listdir(cache_dir()) == []
+    served[BASE + 'w.pth'] = data
+    assert read_checkpoint(BASE + 'w.pth')['state_dict']['w'].shape == (4096,)
+    assert requests == [BASE + 'w.pth'] * 2
