@@ -16,18 +16,18 @@ imported and no code of it runs.
 """
 from __future__ import annotations
 
-import io
 import pickle
 import pickletools
 import zipfile
 
 import torch
 
+from .budget import LEGACY_PICKLES
+
 STRING_OPS = {'SHORT_BINUNICODE', 'BINUNICODE', 'BINUNICODE8', 'UNICODE', 'SHORT_BINSTRING',
               'BINSTRING', 'STRING'}
 # left to torch's own allowlist (a module's `set` passes, `exec` / `eval` are refused)
 BUILTIN_MODULES = ('builtins', '__builtin__')
-LEGACY_PICKLES = 4  # a legacy torch file: magic number, protocol, system info, the object
 
 
 class InertStandIn:
@@ -92,7 +92,8 @@ def pickled_globals(path: str) -> set[str]:
             data = [n for n in zf.namelist() if n.endswith('/data.pkl') or n == 'data.pkl']
             if not data:
                 raise pickle.UnpicklingError('a zip archive without data.pkl, not a torch file')
-            return _globals_in(io.BytesIO(zf.read(data[0])), count=1)
+            with zf.open(data[0]) as f:  # streamed: never the whole entry in memory
+                return _globals_in(f, count=1)
     with open(path, 'rb') as f:
         return _globals_in(f, count=LEGACY_PICKLES)
 

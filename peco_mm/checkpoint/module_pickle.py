@@ -32,17 +32,38 @@ def read_module_state_dict(path: str) -> dict[str, torch.Tensor]:
                      f'{type(root).__name__}')
 
 
-def module_state(node: InertStandIn, prefix: str = '') -> dict[str, torch.Tensor]:
+def module_state(root: InertStandIn) -> dict[str, torch.Tensor]:
     """`state_dict()` of a pickled module's stand-in tree: parameters, then persistent
-    buffers, then the submodules' under '<name>.' (the order nn.Module uses)."""
-    state = getattr(node, 'state', {})
+    buffers, then the submodules' under '<name>.' (the order nn.Module uses). Each stand-in
+    is walked once, with a stack of its own: a submodule shared by several parents gives its
+    tensors under the first name only, so neither sharing nor depth can make the walk run
+    away."""
     out: dict[str, torch.Tensor] = {}
-    transient = state.get('_non_persistent_buffers_set') or ()
+    seen: set[int] = set()
+    todo = [(root, '')]
+    while todo:
+        node, prefix = todo.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        state = getattr(node, 'state', None)
+        state = state if isinstance(state, dict) else {}
+        out.update(_own_tensors(state, prefix))
+        children = state.get('_modules')
+        children = children.items() if isinstance(children, dict) else ()
+        todo += reversed([(child, f'{prefix}{name}.') for name, child in children
+                          if isinstance(child, InertStandIn)])
+    return out
+
+
+def _own_tensors(state: dict, prefix: str) -> dict[str, torch.Tensor]:
+    """One module's parameters and persistent buffers, from its pickled `__dict__`."""
+    out = {}
+    transient = state.get('_non_persistent_buffers_set')
+    transient = transient if isinstance(transient, (set, frozenset, list, tuple)) else ()
     for group in ('_parameters', '_buffers'):
-        for name, value in (state.get(group) or {}).items():
+        values = state.get(group)
+        for name, value in (values.items() if isinstance(values, dict) else ()):
             if torch.is_tensor(value) and not (group == '_buffers' and name in transient):
                 out[prefix + name] = value.detach() if group == '_parameters' else value
-    for name, child in (state.get('_modules') or {}).items():
-        if isinstance(child, InertStandIn):
-            out.update(module_state(child, f'{prefix}{name}.'))
     return out

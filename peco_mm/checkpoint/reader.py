@@ -19,11 +19,13 @@ import collections
 import os
 import pickle
 import re
+import struct
 import zipfile
 from typing import Callable
 
 import torch
 
+from .budget import check_nesting, check_read_budget
 from .stored_config import parse_config_text
 
 # where training scripts nest a state dict, in the order `unwrap` looks
@@ -40,6 +42,9 @@ LEGACY_MAGIC = pickle.dumps(0x1950a86a20f9469cfc6c, protocol=2)  # torch < 1.6 f
 # torch hub's check_hash convention: NAME-<sha256 prefix>.EXT (8+ hex digits, so that e.g.
 # 'resnet-50.pth' is not taken for a hash)
 HASH_IN_NAME = re.compile(r'-([a-f0-9]{8,})\.')
+# what torch's unpickler raises on bytes it cannot make sense of
+UNREADABLE = (EOFError, RuntimeError, OSError, TypeError, KeyError, IndexError,
+              AttributeError, MemoryError, OverflowError, struct.error)
 
 
 def read_checkpoint(path: str, inert_objects: bool = False,
@@ -49,18 +54,17 @@ def read_checkpoint(path: str, inert_objects: bool = False,
 
     torch.load with weights_only=True (or safetensors); mmengine checkpoints load safely,
     their few non-tensor types (meta, message_hub) are allowed for this call only. Any other
-    pickled object, a file that is empty, not a torch checkpoint or truncated, and stored
-    config text that is not plain data are refused with a one-line ValueError naming the
-    file. With `inert_objects=True` (tools/convert_checkpoint.py, DALL-E's pickled modules)
-    the other pickled objects are read as inert stand-ins instead (`peco_mm.checkpoint.inert`:
-    the same unpickler, nothing of them runs), and `warn` is told which.
+    pickled object, a file that is empty, not a torch checkpoint, truncated, over its read
+    budget or nested too deep (`.budget`), and stored config text that is not plain data are
+    refused with a one-line ValueError naming the file. With `inert_objects=True` (the
+    converter, DALL-E's pickled modules) the other pickled objects are read as inert
+    stand-ins (`.inert`: the same unpickler, nothing of them runs); `warn` is told which.
 
     Args:
         path: a local file, or an http(s):// URL (see `fetch_url`).
         map_location: as torch.load's.
         mmap: map the tensors instead of reading them (zip files; e.g. to read only meta).
-    Returns: what the file holds, usually a dict (with `inert_objects`, a pickled module is
-    its stand-in).
+    Returns: what the file holds (with `inert_objects`, a pickled module is its stand-in).
     """
     path = os.fspath(path)
     if is_url(path):
@@ -75,6 +79,7 @@ def read_checkpoint(path: str, inert_objects: bool = False,
     problem = file_problem(path)
     if problem:
         raise ValueError(f'{path}: {problem}')
+    check_read_budget(path)  # sizes read off the opcodes, before anything is allocated
     is_zip = _head(path).startswith(ZIP_MAGIC)
     try:
         # only the types not yet allowed: leaving the context removes what it added, and
@@ -95,10 +100,11 @@ def read_checkpoint(path: str, inert_objects: bool = False,
                         "file; DALL-E's pickled encoder.pkl / decoder.pkl are read so by "
                         'DalleTokenizer (see docs/security.md)') from None
                 ckpt = _read_with_stand_ins(path, map_location, warn)
-    except (EOFError, RuntimeError, OSError) as err:
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+    except UNREADABLE as err:
+        first = (str(err).strip().splitlines() or [''])[0][:200]
         raise ValueError(f'{path}: unreadable torch checkpoint, truncated or corrupt '
-                         f'({first})') from None
+                         f'({type(err).__name__}: {first})') from None
+    check_nesting(ckpt, path)
     check_stored_config(ckpt, path)
     return ckpt
 
@@ -190,6 +196,16 @@ def fetch_url(url: str) -> str:
             download_url_to_file(url, dst, match.group(1) if match else None, progress=False)
         except RuntimeError as err:  # torch hub's hash check
             raise ValueError(f'{url}: {err}; the download was discarded') from None
+        except OSError as err:  # urllib's HTTPError / URLError, a connection reset
+            reason = getattr(err, 'reason', None) or err
+            code = f'HTTP {err.code} ' if isinstance(getattr(err, 'code', None), int) else ''
+            raise ValueError(f'{url}: download failed ({code}{reason}); nothing was kept in '
+                             f'{os.path.dirname(dst)}') from None
+        problem = file_problem(dst)
+        if problem:  # a connection that closed early leaves a short file
+            os.remove(dst)
+            raise ValueError(f'{url}: the download is no readable checkpoint ({problem}: cut '
+                             'short?); it was discarded, so the next run downloads it again')
 
     several = dist.get_world_size() > 1
     if dist.is_main_process():

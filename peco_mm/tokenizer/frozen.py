@@ -9,7 +9,8 @@ import os.path as osp
 import torch
 import torch.nn as nn
 
-from ..checkpoint import is_url, parse_config_text, tokenizer_state_dict
+from ..checkpoint import (check_registered_names, is_url, parse_config_text,
+                          tokenizer_state_dict)
 from ..registry import MODELS
 from .encoding import ARCH_PARTS, TokenizerEncoding, arch_parts, build_codec, check_encode_bf16
 from .legacy import FLAT_ARCH_KEYS, check_flat_keys, parts_from_flat
@@ -87,15 +88,20 @@ def checkpoint_parts(ckpt: dict, path: str, overrides: dict | None = None,
     """The architecture (encoder, decoder and quantizer configs) of a tokenizer checkpoint:
     the part configs `ArchitectureMetaHook` stores (`meta.tokenizer_parts`); for a file
     written before them, its old flat arguments (`flat_checkpoint_arch`) translated, under the
-    part configs its stored config text names; then `overrides` (part configs) applied."""
+    part configs its stored config text names; then `overrides` (part configs) applied.
+    Every `type` and `_scope_` read from the file must be a registered name
+    (`check_registered_names`), checked before anything is built."""
     stored = _meta(ckpt).get('tokenizer_parts')
     if isinstance(stored, dict):
         if flat_overrides:
             raise TypeError(f'{path} stores its tokenizer as part configs; replace them with '
                             f'encoder=, decoder=, quantizer=, not {sorted(flat_overrides)}')
+        check_registered_names(stored, f'{path} meta.tokenizer_parts')
         parts = stored
     else:
         flat = _meta(ckpt).get('tokenizer_arch')
+        if isinstance(flat, dict):
+            check_registered_names(flat, f'{path} meta.tokenizer_arch')
         model = flat if isinstance(flat, dict) else _tokenizer_cfg(ckpt, path)
         given = any(v is not None for v in (overrides or {}).values())
         parts = parts_from_flat(flat_checkpoint_arch(ckpt, path, model, flat_overrides, given))
@@ -134,22 +140,26 @@ def flat_checkpoint_arch(ckpt: dict, path: str, model: dict | None,
 
 
 def _tokenizer_cfg(ckpt: dict, path: str) -> dict | None:
-    """The PeCoTokenizer config in the checkpoint's stored config text, if any, read as data
-    (`parse_config_text`: nothing in it is run)."""
+    """The architecture keys (old flat arguments, part configs) of the PeCoTokenizer config
+    in the checkpoint's stored config text, if any, read as data (`parse_config_text`:
+    nothing in it is run), their names checked (`check_registered_names`)."""
     cfg_text = _meta(ckpt).get('cfg')
     if not cfg_text:
         return None
     model = parse_config_text(cfg_text, f'{path} meta.cfg').get('model') or {}
     if not isinstance(model, dict):
         raise ValueError(f'{path} meta.cfg: model is a {type(model).__name__}, not a dict')
-    if model.get('type') in (None, 'PeCoTokenizer'):
-        return model
     target = model.get('target_generator')
-    if isinstance(target, dict) and target.get('type') == 'PeCoTokenizer':
-        return target
-    if isinstance(target, dict) and target.get('type') == 'FrozenPeCoTokenizer':
-        return {k: v for k, v in target.items()
-                if k in FLAT_ARCH_KEYS + ARCH_PARTS}  # the rest from shapes
+    found, where = None, 'model'
+    if model.get('type') in (None, 'PeCoTokenizer'):
+        found = model
+    elif isinstance(target, dict) and target.get('type') in ('PeCoTokenizer',
+                                                             'FrozenPeCoTokenizer'):
+        found, where = target, 'model.target_generator'  # (a frozen one: the rest from shapes)
+    if found is not None:
+        arch = {k: v for k, v in found.items() if k in FLAT_ARCH_KEYS + ARCH_PARTS}
+        check_registered_names(arch, f'{path} meta.cfg {where}')
+        return arch
     raise ValueError(f'{path}: the config stored in this checkpoint builds a '
                      f'{model.get("type")!r} without a PeCo tokenizer: give a tokenizer '
                      f'checkpoint ({TARGET_GENERATOR_KEY})')

@@ -134,3 +134,65 @@ def test_kept_and_best_checkpoints_are_renamed_then_pruned(tmp_path, cls_data, i
     opts.update({'train_cfg.max_iters': 7, 'default_hooks.checkpoint.max_keep_ckpts': 1})
     run(str(cfg), str(work), opts, resume='auto')
     assert sorted(p.name for p in work.glob('iter_*')) == ['iter_7.pth']
+
+
+def resume_checkpoint_hook(work, kept, keep=1, **hub_info):
+    """AtomicCheckpointHook.before_train of a run resumed in `work` whose message hub lists
+    `kept` (and `hub_info`); the lines it logged."""
+    from types import SimpleNamespace
+
+    from mmengine.logging import MessageHub
+
+    from peco_mm.engine.hooks import AtomicCheckpointHook
+    hub = MessageHub(f'kept_{work.name}')
+    hub.update_info('kept_checkpoints', kept)
+    for key, value in hub_info.items():
+        hub.update_info(key, value)
+    lines = []
+    runner = SimpleNamespace(work_dir=str(work), message_hub=hub,
+                             logger=SimpleNamespace(info=lines.append, warning=lines.append))
+    hook = AtomicCheckpointHook(interval=1, by_epoch=False, max_keep_ckpts=keep,
+                                save_best='accuracy/top1', rule='greater')
+    hook.before_train(runner)
+    return hook, [line for line in lines if 'left alone' in line]
+
+
+def test_resuming_a_copied_work_dir_prunes_its_own_files_only(tmp_path):
+    """The kept checkpoints a copied work dir's files list name the original folder: the
+    copy prunes its own files of those names, the original keeps every one."""
+    orig, copy = tmp_path / 'orig', tmp_path / 'copy'
+    for folder in (orig, copy):
+        folder.mkdir()
+        for i in (1, 2, 3):
+            (folder / f'iter_{i}.pth').write_bytes(b'x')
+    resume_checkpoint_hook(copy, [str(orig / f'iter_{i}.pth') for i in (1, 2, 3)])
+    assert sorted(p.name for p in orig.iterdir()) == ['iter_1.pth', 'iter_2.pth', 'iter_3.pth']
+    assert sorted(p.name for p in copy.iterdir()) == ['iter_3.pth']
+
+
+def test_a_resumed_checkpoint_deletes_nothing_it_did_not_write(tmp_path, monkeypatch):
+    """Kept and best checkpoints naming another folder's file, '../x', a folder, a file of
+    the work dir that is no checkpoint, or no string are left alone, with one log line."""
+    work = tmp_path / 'work'
+    work.mkdir()
+    monkeypatch.chdir(work)  # where '../x' points at tmp_path / 'x'
+    (tmp_path / 'x').write_bytes(b'x')
+    (tmp_path / 'folder').mkdir()
+    (tmp_path / 'folder' / 'data').write_bytes(b'x')
+    (tmp_path / 'best_acc_iter_1.pth').write_bytes(b'x')
+    (work / 'notes.txt').write_bytes(b'x')
+    for i in (1, 2):
+        (work / f'iter_{i}.pth').write_bytes(b'x')
+    hostile = [str(tmp_path / 'x'), '../x', str(tmp_path / 'folder'), str(work / 'notes.txt'), 7]
+    hook, lines = resume_checkpoint_hook(
+        work, hostile + [str(work / 'iter_1.pth'), str(work / 'iter_2.pth')],
+        best_ckpt=str(tmp_path / 'x'))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['best_acc_iter_1.pth', 'folder',
+                                                          'work', 'x']
+    assert (tmp_path / 'folder' / 'data').exists()
+    assert sorted(p.name for p in work.iterdir()) == ['iter_2.pth', 'notes.txt']
+    assert hook.kept == [str(work / 'iter_2.pth')] and hook.best_ckpt_path is None
+    assert len(lines) == 2 and 'lists 5 kept checkpoints' in lines[0], lines
+    # a best checkpoint named from elsewhere is taken as this work dir's file of that name
+    hook, lines = resume_checkpoint_hook(work, [], best_ckpt=str(tmp_path / 'best_acc_iter_1.pth'))
+    assert hook.best_ckpt_path == str(work / 'best_acc_iter_1.pth') and not lines

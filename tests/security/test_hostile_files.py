@@ -5,6 +5,7 @@ wrong, and the marker the payloads would create never appears.
 Routes are called in-process (the tools through their `main(argv)`); a few run as the
 command a user types, to see the error as printed.
 """
+import contextlib
 import re
 import sys
 from types import SimpleNamespace
@@ -12,8 +13,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+from peco_mm.checkpoint.budget import BUDGET_ENV
 from tests.conftest import ROOT, load_tool, run_tool
-from tests.security.hostile import CODE_IN_CONFIG, EXPECTED, build_corpus
+from tests.security.hostile import (ALLOCATION, BUDGET_MB, CODE_IN_CONFIG, EXPECTED,
+                                    NAME_EXPECTED, TINY_PARTS, TRACE_MODULE, build_corpus,
+                                    build_name_corpus, name_payloads)
 from tests.tools.conftest import isolated_mmengine  # noqa: F401
 
 TINY_TOK = dict(base_channels=4, channel_mult=(1, 2, 2), num_res_blocks=1, num_embeddings=16,
@@ -39,6 +43,12 @@ model = dict(backbone=dict(img_size=32, patch_size=4),
 
 @pytest.fixture(scope='module')
 def corpus(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:  # the read budget the allocation payloads exceed
+        mp.setenv(BUDGET_ENV, BUDGET_MB)
+        yield make_corpus(tmp_path_factory)
+
+
+def make_corpus(tmp_path_factory):
     root = tmp_path_factory.mktemp('hostile')
     files, marker, texts = build_corpus(root)
     from peco_mm.tooling.demo_data import make_class_folder
@@ -176,18 +186,21 @@ def runner(corpus):
                   experiment_name='hostile_runner')
 
 
-def refuse_all(routes: dict, names, corpus, runner) -> list[str]:
-    """Run every route on every named file; the failures, one line each."""
+def refuse_all(routes: dict, names, corpus, runner, files=None, expected=EXPECTED,
+               marker=None) -> list[str]:
+    """Run every route on every named file (of `corpus`, or `files`); the failures, one
+    line each."""
     ctx = SimpleNamespace(**vars(corpus), runner=runner)
+    files, marker = files or corpus.files, marker or corpus.marker
     failures = []
     for route, call in routes.items():
         for name in names:
-            path = corpus.files[name]
+            path = files[name]
             try:
-                check_refused(lambda: call(path, ctx), path, EXPECTED[name], corpus.marker)
+                check_refused(lambda: call(path, ctx), path, expected[name], marker)
             except BaseException as err:  # (pytest.fail's exception is a BaseException)
                 failures.append(f'{route} / {name}: {type(err).__name__} {str(err)[:300]}')
-    assert not corpus.marker.exists()
+    assert not marker.exists()
     return failures
 
 
@@ -208,6 +221,85 @@ def test_tools_that_build_first_refuse_code(route, corpus, runner, isolated_mmen
     assert not failures, '\n'.join(failures)
 
 
+# ---- plain data naming code: every route that rebuilds a tokenizer from a file's names ---------
+@pytest.fixture
+def name_corpus(corpus):
+    """The files of `build_name_corpus`, with the trace module importable (and unimported)."""
+    files, marker = build_name_corpus(corpus.root)
+    sys.path.insert(0, str(corpus.root))
+    sys.modules.pop(TRACE_MODULE, None)
+    try:
+        yield SimpleNamespace(files=files, marker=marker)
+    finally:
+        sys.path.remove(str(corpus.root))
+        sys.modules.pop(TRACE_MODULE, None)
+
+
+def resumed_target_generator(p, c):
+    """`--resume p` of a pretraining run whose tokenizer file is gone: the target generator
+    is read from the resumed file (`frozen_weights_from_resumed`), then built."""
+    from mmengine.config import Config
+
+    from peco_mm.engine.hooks.safeguards import frozen_weights_from_resumed
+    from peco_mm.registry import MODELS
+    cfg = Config(dict(model=dict(target_generator=dict(
+        type='FrozenPeCoTokenizer', checkpoint=str(c.root / 'gone' / 'tokenizer.pth'))),
+        resume=True, load_from=str(p)))
+    assert frozen_weights_from_resumed(cfg)
+    MODELS.build(cfg.model.target_generator)
+
+
+def rebuild_routes() -> dict:
+    """Every route that rebuilds a tokenizer from a file: the tools (tokenize_dataset, both
+    visualize tools, both measure tools) and the pretraining target, built or resumed."""
+    from peco_mm.tokenizer import FrozenPeCoTokenizer
+    tools = tool_routes()
+    return {
+        'FrozenPeCoTokenizer': lambda p, c: FrozenPeCoTokenizer(str(p)),
+        'FrozenPeCoTokenizer with_decoder': lambda p, c: FrozenPeCoTokenizer(
+            str(p), with_decoder=True),
+        'pretraining --resume (tokenizer file gone)': resumed_target_generator,
+        **{k: v for k, v in tools.items() if 'convert' not in k and 'perceptual' not in k},
+    }
+
+
+REBUILD_ROUTES = ('FrozenPeCoTokenizer', 'FrozenPeCoTokenizer with_decoder',
+                  'pretraining --resume (tokenizer file gone)', 'tools/tokenize_dataset.py',
+                  'tools/visualize_reconstructions.py', 'tools/visualize_mim.py --tokenizer',
+                  'tools/measure_code_agreement.py', 'tools/measure_grad_share.py --tokenizer')
+# visualize_mim builds the pretraining model from its config first (about 1 s a call)
+HEAVY_NAME_SAMPLE = ('parts_dotted_type', 'parts_scope')
+
+
+@pytest.mark.parametrize('route', REBUILD_ROUTES)
+def test_every_rebuild_route_refuses_unregistered_names(route, corpus, name_corpus, runner,
+                                                        isolated_mmengine):  # noqa: F811
+    """A dotted `type` (mmengine would import and call it), a module name as `type`, a
+    `_scope_` naming an unimported module, in the part configs, the old flat arguments and
+    an old file's config text: refused before anything is built, nothing imported."""
+    routes = rebuild_routes()
+    assert set(routes) == set(REBUILD_ROUTES)
+    names = HEAVY_NAME_SAMPLE if 'visualize_mim' in route else NAME_EXPECTED
+    failures = refuse_all({route: routes[route]}, names, corpus, runner,
+                          files=name_corpus.files, expected=NAME_EXPECTED,
+                          marker=name_corpus.marker)
+    assert not failures, '\n'.join(failures)
+    assert TRACE_MODULE not in sys.modules
+
+
+def test_the_name_corpus_is_live(name_corpus):
+    """Built the trusting way (mmengine's registry, no name check), each payload imports the
+    trace module: the refusals above are not refusals of inert files."""
+    from peco_mm.registry import MODELS
+    for name, parts in name_payloads().items():
+        sys.modules.pop(TRACE_MODULE, None)
+        hostile = next(part for k, part in parts.items() if part != TINY_PARTS[k])
+        with contextlib.suppress(Exception):  # it imports, then calls or fails to build
+            MODELS.build(hostile)
+        assert name_corpus.marker.exists(), name
+        name_corpus.marker.unlink()
+
+
 def test_the_corpus_is_live(corpus, monkeypatch):
     """Read the trusting way (weights_only=False, mmengine's Config), every code-carrying
     file of the corpus runs its payload: the refusals above are not refusals of inert files."""
@@ -221,6 +313,9 @@ def test_the_corpus_is_live(corpus, monkeypatch):
             Config.fromstring(corpus.texts[name], '.py')
         assert corpus.marker.exists(), name
         corpus.marker.unlink()
+    for name in ALLOCATION:  # each allocates 8 MiB (a real attack: gigabytes)
+        x = torch.load(corpus.files[name], weights_only=True)['x']
+        assert (x.numel() * x.element_size() if torch.is_tensor(x) else len(x)) >= 4 << 20
 
 
 def test_auto_resume_refuses_a_symlink_out_of_the_work_dir(corpus, tmp_path,

@@ -11,7 +11,9 @@ import shutil
 import pytest
 import torch
 
-from tests.security.hostile import EXPECTED, build_corpus
+from peco_mm.checkpoint.budget import BUDGET_ENV
+from tests.security.hostile import (BUDGET_MB, EXPECTED, NAME_EXPECTED, TRACE_MODULE, build_corpus,
+                                    build_name_corpus)
 from tests.security.test_hostile_files import TINY_VIT, check_refused
 
 BASE = 'https://example.org/weights/'
@@ -68,8 +70,9 @@ def test_the_hash_in_the_file_name_is_checked(server, tmp_path):
     assert sorted(os.listdir(cache_dir())) == [f'tiny-{digest[:8]}.pth']  # nothing kept
 
 
-def test_hostile_urls_on_every_route(server, tmp_path):
+def test_hostile_urls_on_every_route(server, tmp_path, monkeypatch):
     """The cache holds what a download of each URL left; every route refuses it."""
+    monkeypatch.setenv(BUDGET_ENV, BUDGET_MB)
     from mmengine.runner import Runner
     from mmengine.runner.checkpoint import get_torchvision_models
 
@@ -108,6 +111,21 @@ def test_hostile_urls_on_every_route(server, tmp_path):
     assert server[1] == []  # nothing was downloaded
 
 
+def test_a_url_naming_code_is_refused_as_a_target_generator(server, tmp_path, monkeypatch):
+    """The pretraining target from a URL: the registry-name payloads are refused as from
+    a local file, nothing imported."""
+    import sys
+
+    from peco_mm.tokenizer import FrozenPeCoTokenizer
+    files, marker = build_name_corpus(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name, path in files.items():
+        server[0][BASE + path.name] = path.read_bytes()
+        check_refused(lambda: FrozenPeCoTokenizer(BASE + path.name), BASE + path.name,
+                      NAME_EXPECTED[name], marker)
+    assert TRACE_MODULE not in sys.modules
+
+
 def test_a_good_url_initialises_a_backbone(server, tmp_path):
     from peco_mm.models import PeCoViT
     served, _ = server
@@ -130,3 +148,54 @@ def test_resume_from_a_url_is_refused_with_a_hint():
     with pytest.raises(ValueError, match=rf'--resume {BASE}w.pth: resuming takes a local '
                        'checkpoint file .* load_from=URL'):
         apply_cli(Config(dict()), 'work', 'cfg.py', BASE + 'w.pth', False, 'none')
+
+
+def test_load_from_a_url_with_another_codebook_is_refused(server, tmp_path):
+    """`load_from=URL` is checked as a local file is: a target generator of another codebook
+    size is refused before it is loaded."""
+    from types import SimpleNamespace
+
+    from peco_mm.engine.hooks import LoadFromCheckHook
+    model = torch.nn.Module()
+    model.target_generator = torch.nn.Embedding(16, 8)  # this run's codebook: K = 16
+    torch.save({'state_dict': {'target_generator.weight': torch.zeros(32, 8)}},
+               tmp_path / 'peco.pth')
+    server[0][BASE + 'peco.pth'] = (tmp_path / 'peco.pth').read_bytes()
+    with pytest.raises(ValueError, match=rf'load_from {BASE}peco.pth: its target generator .*'
+                       r'1 weights of another shape \(e.g. target_generator.weight: \(32, 8\) '
+                       r'in the checkpoint, \(16, 8\) in this model\)'):
+        LoadFromCheckHook(BASE + 'peco.pth').before_run(SimpleNamespace(model=model))
+    assert server[1] == [BASE + 'peco.pth']
+
+
+def test_a_missing_url_says_so_in_one_line(server, monkeypatch):
+    import urllib.error
+
+    from peco_mm.checkpoint import read_checkpoint
+
+    def not_found(req):
+        raise urllib.error.HTTPError(req.full_url, 404, 'Not Found', email.message.Message(),
+                                     None)
+    monkeypatch.setattr(torch.hub, 'urlopen', not_found)
+    with pytest.raises(ValueError) as info:
+        read_checkpoint(BASE + 'gone.pth')
+    assert str(info.value) == (f'{BASE}gone.pth: download failed (HTTP 404 Not Found); '
+                               f'nothing was kept in {cache_dir()}')
+    assert not os.path.exists(cache_dir()) or os.listdir(cache_dir()) == []
+
+
+def test_a_download_cut_short_is_not_kept(server, tmp_path):
+    """A connection that closes early leaves a short file: it is removed, so that the next
+    read downloads it again."""
+    from peco_mm.checkpoint import read_checkpoint
+    served, requests = server
+    torch.save({'state_dict': {'w': torch.arange(4096.)}}, tmp_path / 'w.pth')
+    data = (tmp_path / 'w.pth').read_bytes()
+    served[BASE + 'w.pth'] = data[:len(data) // 2]
+    with pytest.raises(ValueError, match=rf'^{BASE}w.pth: the download is no readable '
+                       r'checkpoint \(truncated or corrupt zip archive .*it was discarded'):
+        read_checkpoint(BASE + 'w.pth')
+    assert os.listdir(cache_dir()) == []
+    served[BASE + 'w.pth'] = data
+    assert read_checkpoint(BASE + 'w.pth')['state_dict']['w'].shape == (4096,)
+    assert requests == [BASE + 'w.pth'] * 2

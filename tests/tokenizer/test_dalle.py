@@ -130,6 +130,47 @@ def test_a_pickled_call_into_os_is_refused_naming_the_file(tmp_path):
         read_module_state_dict(str(path))
 
 
+class SharedBlock(torch.nn.Module):
+    """A module whose two children are one module (`a` and `b`)."""
+
+    def __init__(self, child=None) -> None:
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(1))
+        if child is not None:
+            self.a = self.b = child
+
+
+def test_a_pickled_module_with_shared_children_is_walked_once(tmp_path, monkeypatch):
+    """18 levels of a child shared by two names: 2**19 paths, each module read once (under
+    the first name), so sharing cannot make the walk run away (60 levels: 2**61 paths)."""
+    import types
+    fake = types.ModuleType('dall_e_shared')
+    fake.SharedBlock = type('SharedBlock', (SharedBlock,), {'__module__': 'dall_e_shared'})
+    node = fake.SharedBlock()
+    for _ in range(18):
+        node = fake.SharedBlock(node)
+    monkeypatch.setitem(sys.modules, 'dall_e_shared', fake)  # while saving only
+    torch.save(node, tmp_path / 'shared.pkl')
+    monkeypatch.delitem(sys.modules, 'dall_e_shared')
+    state = read_module_state_dict(str(tmp_path / 'shared.pkl'))
+    assert list(state) == ['w'] + ['a.' * i + 'w' for i in range(1, 19)]
+
+
+@pytest.mark.parametrize('inert', [False, True])
+def test_a_pickled_call_that_fails_is_one_clear_refusal(tmp_path, inert):
+    """An allow-listed constructor given arguments it refuses (complex('a', 'b') raises
+    TypeError inside the unpickler): one line naming the file, not a traceback."""
+    from peco_mm.checkpoint import read_checkpoint
+
+    class BadCall:
+        def __reduce__(self):
+            return complex, ('a', 'b')
+    torch.save({'w': torch.ones(2), 'x': BadCall()}, tmp_path / 'bad.pth')
+    with pytest.raises(ValueError, match=rf'^{tmp_path / "bad.pth"}: unreadable torch '
+                       r'checkpoint, truncated or corrupt \(TypeError: complex\(\) '):
+        read_checkpoint(tmp_path / 'bad.pth', inert_objects=inert)
+
+
 def test_the_tokenizer_codes_as_mmpretrains_encoder_and_decodes_as_the_architecture(
         dalle_files):
     enc_path, dec_path, sd = dalle_files

@@ -20,7 +20,9 @@ import errno
 import glob
 import os
 import os.path as osp
+import re
 import shutil
+import string
 import zipfile
 
 import torch
@@ -63,12 +65,55 @@ class AtomicCheckpointHook(CheckpointHook):
         if renames and not self.filename_tmpl.endswith(PART_SUFFIX):
             self.filename_tmpl += PART_SUFFIX
         hub = runner.message_hub
-        self.kept = [p for p in hub.get_info('kept_checkpoints', []) if isinstance(p, str)]
-        if not self.kept and hub.get_info('keep_ckpt_ids'):  # written by mmengine's hook
+        kept = hub.get_info('kept_checkpoints') or []
+        if not kept and hub.get_info('keep_ckpt_ids'):  # written by mmengine's hook
             tmpl = self.filename_tmpl.removesuffix(PART_SUFFIX)
-            self.kept = [self.file_backend.join_path(self.out_dir, tmpl.format(step))
-                         for step in hub.get_info('keep_ckpt_ids')]
+            kept = [tmpl.format(step) for step in hub.get_info('keep_ckpt_ids')]
+        self.kept = self.own_checkpoints(kept, runner)
+        self.own_best_checkpoints(runner)
         self.prune()  # a smaller max_keep_ckpts on resume
+
+    def own_checkpoints(self, stored, runner) -> list[str]:
+        """The resumed run's kept checkpoints as files of this run's folder: each taken by
+        its file name in `out_dir` (a copied work dir prunes its own files, never the
+        original's), and only a name this hook writes (`filename_tmpl` with a number);
+        anything else (another folder's file, '../x', not a string) is left alone, with one
+        log line."""
+        pattern = checkpoint_name_pattern(self.filename_tmpl.removesuffix(PART_SUFFIX))
+        own, ignored = [], []
+        for path in stored if isinstance(stored, (list, tuple)) else [stored]:
+            name = osp.basename(path) if isinstance(path, str) else ''
+            if pattern.fullmatch(name):
+                own.append(self.file_backend.join_path(self.out_dir, name))
+            else:
+                ignored.append(path)
+        if ignored:
+            runner.logger.warning(
+                f'resume: the checkpoint lists {len(ignored)} kept checkpoints that this run '
+                f'does not write in {self.out_dir} (e.g. {str(ignored[0])[:200]!r}); they are '
+                'left alone, never deleted')
+        return own
+
+    def own_best_checkpoints(self, runner) -> None:
+        """The same for the best checkpoints the parent deletes when a better one comes:
+        taken by file name in `out_dir`, only names of the form best_*.pth."""
+        paths = dict(best_ckpt=getattr(self, 'best_ckpt_path', None))
+        paths.update({k: v for k, v in (getattr(self, 'best_ckpt_path_dict', None)
+                                        or {}).items()})
+        for key, path in paths.items():
+            if path is None:
+                continue
+            name = osp.basename(path) if isinstance(path, str) else ''
+            own = (self.file_backend.join_path(self.out_dir, name)
+                   if BEST_NAME.fullmatch(name) else None)
+            if own is None:
+                runner.logger.warning(f'resume: the checkpoint names {str(path)[:200]!r} as '
+                                      'its best checkpoint, not one this run writes; it is '
+                                      'left alone, never deleted')
+            if key == 'best_ckpt':
+                self.best_ckpt_path = own
+            else:
+                self.best_ckpt_path_dict[key] = own
 
     def before_save_checkpoint(self, runner, checkpoint: dict) -> None:
         last = self.last_ckpt or ''
@@ -162,10 +207,23 @@ class AtomicCheckpointHook(CheckpointHook):
         if not dist.is_main_process():
             return
         for path in stale:
+            if osp.islink(path):  # a link: not a file this run wrote
+                continue
             if self.file_backend.isfile(path):
                 self.file_backend.remove(path)
             elif self.file_backend.isdir(path):  # DeepSpeed saves folders
                 self.file_backend.rmtree(path)
+
+
+# the best checkpoints mmengine's hook writes: best_<metric>_<epoch|iter>_<n>.pth
+BEST_NAME = re.compile(r'best_[\w.-]*_(epoch|iter)_\d+\.pth')
+
+
+def checkpoint_name_pattern(tmpl: str) -> re.Pattern:
+    """The file names `tmpl` gives for numbered checkpoints ('iter_{}.pth' ->
+    iter_<digits>.pth), as a regular expression."""
+    literal = [re.escape(text) for text, *_ in string.Formatter().parse(tmpl)]
+    return re.compile(r'\d+'.join(literal) if len(literal) > 1 else re.escape(tmpl) + r'\d+')
 
 
 def finish_part(path: str) -> str:

@@ -25,7 +25,8 @@ class LoadFromCheckHook(Hook):
     weights (e.g. a converted backbone) passes.
 
     Args:
-        checkpoint: the `load_from` file (tools/train.py fills it in).
+        checkpoint: the `load_from` file or http(s):// URL (tools/train.py fills it in); a
+            URL is read as `load_from` reads it, from torch hub's cache.
     """
     priority = 'VERY_HIGH'
 
@@ -33,9 +34,10 @@ class LoadFromCheckHook(Hook):
         self.checkpoint = checkpoint
 
     def before_run(self, runner) -> None:
-        if not self.checkpoint or '://' in str(self.checkpoint):
-            return
-        from ...checkpoint import read_checkpoint
+        from ...checkpoint import is_url, read_checkpoint
+        if not self.checkpoint or ('://' in str(self.checkpoint)
+                                   and not is_url(self.checkpoint)):
+            return  # (other schemes: mmengine's loader, which peco_mm routes, says what)
         model = runner.model.module if is_model_wrapper(runner.model) else runner.model
         ckpt = read_checkpoint(self.checkpoint)
         state = ckpt.get('state_dict', ckpt) if isinstance(ckpt, dict) else {}

@@ -63,8 +63,10 @@ def compare_checkpoint(ckpt: dict, cfg: Config, model: torch.nn.Module | None,
     if old is not None and isinstance(new, dict):
         new = new.to_dict() if hasattr(new, 'to_dict') else dict(new)
         if old.get('type') != new.get('type'):
-            problems.append(f"model.type {old.get('type')} in the checkpoint, {new.get('type')} "
-                            'in this config')
+            kind = old.get('type')
+            kind = kind if isinstance(kind, str) and len(kind) <= 100 else short_repr(kind)
+            problems.append(f"model.type {kind} in the checkpoint, {new.get('type')} in this "
+                            'config')
             fatal = True
         else:
             diffs = config_diffs(old, new, 'model')
@@ -108,8 +110,21 @@ def config_diffs(old, new, key: str) -> list[str]:
             out += config_diffs(a, b, f'{key}.{i}')
         return out
     if old != new:
-        return [f'{key} {old!r} in the checkpoint, {new!r} in this config']
+        return [f'{key} {short_repr(old)} in the checkpoint, {short_repr(new)} in this config']
     return []
+
+
+def short_repr(value) -> str:
+    """`repr(value)`, at most 3 levels deep, 4 items a container and about 100 characters:
+    bounded for any value read from a checkpoint (a list that holds one list twice, 60
+    levels deep, is 2**60 items written out)."""
+    import reprlib
+    short = reprlib.Repr()
+    short.maxlevel = 3
+    short.maxdict = short.maxlist = short.maxtuple = short.maxset = short.maxfrozenset = 4
+    short.maxstring, short.maxother, short.maxlong = 80, 80, 40
+    text = short.repr(value)
+    return text if len(text) <= 100 else text[:97] + '...'
 
 
 def weight_diffs(state: dict, own: dict) -> list[str]:
