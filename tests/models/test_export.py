@@ -53,6 +53,10 @@ SOURCES = {
                        out_type='cls_token'), 'ImageClassifier', 5,
                   'data_preprocessor = dict(mean=[127.5, 127.5, 127.5], '
                   'std=[127.5, 127.5, 127.5], to_rgb=True)\n'),
+    # a BEiT-style classifier without layer scale: timm's Beit must be told init_values=None
+    'no_layer_scale': (dict(img_size=32, patch_size=8, qkv_bias='qv', use_abs_pos_emb=False,
+                            rel_pos_bias='per_block', out_type='avg_featmap', final_norm=False),
+                       'ImageClassifier', 5, ''),
 }
 
 
@@ -132,7 +136,8 @@ def export(src: Source, target: str, tmp_path: Path, **kw):
 
 
 # ---- timm --------------------------------------------------------------------------------------
-@pytest.mark.parametrize('name', ['classifier', 'mim', 'dense', 'mae_classifier', 'probe_p14'])
+@pytest.mark.parametrize('name', ['classifier', 'mim', 'dense', 'mae_classifier', 'probe_p14',
+                                  'no_layer_scale'])
 @torch.no_grad()
 def test_timm_loads_the_export_and_matches(name, tmp_path):
     src = Source(name)
