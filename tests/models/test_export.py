@@ -326,6 +326,25 @@ def test_mae_vit_round_trips_through_timm_vit(tmp_path):
 
 
 # ---- the command line --------------------------------------------------------------------------
+@pytest.mark.parametrize('target', ['timm', 'hf'])
+@torch.no_grad()
+def test_convert_tool_reads_an_export_folder_and_names_its_format(target, tmp_path):
+    """tools/convert_checkpoint.py EXPORT_DIR reads its model.safetensors; timm's Beit with a
+    shared table has PeCoViT's names exactly, and config.json says it is timm's."""
+    from tests.conftest import load_tool
+    tool = load_tool('convert_checkpoint')
+    src = Source('mim')
+    _, dst, _ = export(src, target, tmp_path)
+    res = tool.convert_file(str(dst), str(tmp_path / 'back.pth'))
+    assert res.fmt == ('timm_beit' if target == 'timm' else 'hf_beit') and res.ok
+    back = read_checkpoint(str(tmp_path / 'back.pth'))['state_dict']
+    own = {k: v for k, v in src.vit.state_dict().items() if k != 'mask_token' or target == 'hf'}
+    assert set(back) == set(own) and all(torch.equal(back[k], v) for k, v in own.items())
+    (tmp_path / 'empty').mkdir()
+    with pytest.raises(FileNotFoundError, match='empty is a folder without model.safetensors'):
+        tool.convert_file(str(tmp_path / 'empty'), str(tmp_path / 'x.pth'))
+
+
 def test_cli_prints_the_loading_calls(tmp_path, capsys):
     """In process (tests/test_docs.py runs the README's commands as scripts)."""
     from tests.conftest import load_tool
