@@ -378,6 +378,41 @@ def test_cli_prints_the_loading_calls(tmp_path, capsys):
         tool.parse_args([ckpt, str(tmp_path / 'z'), '--to', 'hf', '--unsafe-pickle'])
 
 
+@torch.no_grad()
+def test_the_docs_mmpretrain_classifier_exports_with_its_head(tmp_path):
+    """getting_started's mmpretrain snippet (its base config merged) at test size, saved in
+    the names mmpretrain's VisionTransformerClsHead gives its classifier: the export keeps
+    the head, by default and with kind='classifier', and timm's logits equal the run's."""
+    from mmengine.config import Config
+
+    from tests.test_docs import _tiny, config_snippets
+    text = next(t for _, t in config_snippets() if "'mmpretrain::" in t)
+    (tmp_path / 'cls.py').write_text(text)
+    model = _tiny(Config.fromfile(str(tmp_path / 'cls.py')).model.to_dict())
+    head_cfg = model['head']
+    assert head_cfg['type'] == 'VisionTransformerClsHead' and head_cfg['hidden_dim'] is None
+    kwargs = {k: v for k, v in model['backbone'].items() if k not in ('type', 'init_cfg')}
+    vit = randomize(PeCoViT(**kwargs), 3)
+    fc = nn.Linear(head_cfg['in_channels'], head_cfg['num_classes'])
+    sd = {f'backbone.{k}': v for k, v in vit.state_dict().items()}
+    sd.update({f'head.layers.head.{k}': v for k, v in fc.state_dict().items()})
+    ckpt = {'state_dict': sd, 'meta': {'cfg': "model = dict(type='ImageClassifier')\n"}}
+    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(5))
+    for kind in (None, 'classifier'):
+        source = read_export_source(ckpt, 'cls.pth', kind=kind)
+        assert source.kind == 'classifier' and source.head['weight'].shape == (1000, 64)
+        dst = tmp_path / f'timm_{kind}'
+        write_export(to_timm(source), str(dst))
+        exported = timm.create_model(f'local-dir:{dst}', pretrained=True).eval()
+        torch.testing.assert_close(exported(x), fc(vit(x)[0]), atol=ATOL, rtol=0)
+    # a head with a hidden layer (Linear, Tanh, Linear) has no place in BEiT's: said, not dropped
+    sd = dict(sd, **{'head.layers.pre_logits.weight': torch.zeros(8, 64),
+                     'head.layers.pre_logits.bias': torch.zeros(8)})
+    with pytest.raises(ValueError, match='hidden layer .* --kind backbone'):
+        read_export_source(dict(ckpt, state_dict=sd), 'cls.pth')
+    assert read_export_source(dict(ckpt, state_dict=sd), 'cls.pth', kind='backbone').head == {}
+
+
 def test_kind_errors_name_the_problem(tmp_path):
     src = Source('dense')
     with pytest.raises(ValueError, match='holds a backbone, not a classifier'):
