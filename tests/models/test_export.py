@@ -9,6 +9,7 @@ bit for bit.
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -213,18 +214,36 @@ def test_transformers_loads_the_export_and_matches(name, tmp_path):
     assert [config.id2label[i] for i in range(5)] == CLASSES
 
 
+RUN_PIPELINE = ("[dict(type='LoadImageFromFile'), dict(type='ResizeEdge', scale=40, "
+                "edge='short', backend='pillow', interpolation='bicubic'), "
+                "dict(type='CenterCrop', crop_size=32), dict(type='PackInputs')]")
+# where a run sets its test pipeline: the top level, only in its test data loader (the
+# top-level one, if any, being another), or in a wrapped val dataset
+PIPELINE_PLACES = {
+    'top_level': f'test_pipeline = {RUN_PIPELINE}\n',
+    'test_dataloader': ("test_pipeline = [dict(type='ResizeEdge', scale=256, edge='short'), "
+                        "dict(type='CenterCrop', crop_size=224)]\n"
+                        f'test_dataloader = dict(dataset=dict(pipeline={RUN_PIPELINE}))\n'),
+    'val_dataloader': ('test_dataloader = None\nval_dataloader = dict(dataset=dict('
+                       f"type='RepeatDataset', dataset=dict(pipeline={RUN_PIPELINE})))\n"),
+}
+
+
+@pytest.mark.parametrize('place', list(PIPELINE_PLACES))
 @torch.no_grad()
-def test_transformers_image_processor_normalises_as_the_run(tmp_path):
+def test_transformers_image_processor_normalises_as_the_run(place, tmp_path):
     """The exported processor turns an image into what the run's test pipeline (ResizeEdge
-    short side + CenterCrop) and data preprocessor (mean / std on 0..255 RGB) give."""
+    short side + CenterCrop) and data preprocessor (mean / std on 0..255 RGB) give, wherever
+    the run sets that pipeline; a top-level test_pipeline the run did not use is named."""
     from mmpretrain.datasets.transforms import CenterCrop, ResizeEdge
     from PIL import Image
     src = Source('classifier')
-    src.ckpt['meta']['cfg'] += (
-        "test_pipeline = [dict(type='LoadImageFromFile'), dict(type='ResizeEdge', scale=40, "
-        "edge='short', backend='pillow', interpolation='bicubic'), dict(type='CenterCrop', "
-        "crop_size=32), dict(type='PackInputs')]\n")
-    _, dst, _ = export(src, 'hf', tmp_path)
+    src.ckpt['meta']['cfg'] += PIPELINE_PLACES[place]
+    exp, dst, _ = export(src, 'hf', tmp_path)
+    differs = [n for n in exp.notes if 'top-level test_pipeline resizes or crops' in n]
+    assert len(differs) == (place == 'test_dataloader')
+    assert all(n in (dst / 'README.md').read_text() for n in differs)
+    assert 'test resize (short side) 40, centre crop 32x32' in (dst / 'README.md').read_text()
     rgb = torch.randint(0, 256, (48, 48, 3), generator=torch.Generator().manual_seed(3),
                         dtype=torch.uint8).numpy()
     processor = transformers.AutoImageProcessor.from_pretrained(dst)
@@ -411,6 +430,37 @@ def test_the_docs_mmpretrain_classifier_exports_with_its_head(tmp_path):
     with pytest.raises(ValueError, match='hidden layer .* --kind backbone'):
         read_export_source(dict(ckpt, state_dict=sd), 'cls.pth')
     assert read_export_source(dict(ckpt, state_dict=sd), 'cls.pth', kind='backbone').head == {}
+
+
+# stored config text a run could not have used, or that holds no usable preprocessing
+BAD_STORED = {
+    'std_zero': ('data_preprocessor = dict(mean=[0, 0, 0], std=[1, 0, 1])\n',
+                 r'data_preprocessor\.std=\[1, 0, 1\] has a value at or below zero'),
+    'mean_text': ("data_preprocessor = dict(mean='imagenet')\n",
+                  r"data_preprocessor\.mean='imagenet', expected 3 numbers"),
+    'scale_text': ("test_pipeline = [dict(type='ResizeEdge', scale='big', edge='short')]\n",
+                   r"test_pipeline\[0\] ResizeEdge scale='big', expected a positive number"),
+    'no_crop_size': ("test_pipeline = [dict(type='CenterCrop')]\n",
+                     r'test_pipeline\[0\] CenterCrop crop_size=None'),
+    'bare_name': ("test_pipeline = ['LoadImageFromFile']\n",
+                  r"test_pipeline\[0\] is 'LoadImageFromFile', expected dict\(type="),
+    'not_a_list': ('test_dataloader = dict(dataset=dict(pipeline=5))\n',
+                   r'test_dataloader\.dataset\.pipeline is int, expected a list'),
+}
+
+
+@pytest.mark.parametrize('case', list(BAD_STORED))
+def test_cli_refuses_unusable_stored_preprocessing_in_one_line(case, tmp_path, capsys):
+    from tests.conftest import load_tool
+    tool = load_tool('export_checkpoint')
+    src = Source('classifier')
+    text, message = BAD_STORED[case]
+    src.ckpt['meta']['cfg'] += text
+    ckpt = src.save(tmp_path / 'epoch_800.pth')
+    assert tool.main([ckpt, str(tmp_path / 'out'), '--to', 'hf']) == 1
+    err = capsys.readouterr().err
+    assert re.search(r'epoch_800\.pth meta\.cfg: ' + message, err), err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / 'out').exists()
 
 
 def test_kind_errors_name_the_problem(tmp_path):

@@ -6,32 +6,11 @@ import json
 import os
 import os.path as osp
 
-from .source import (CITATION_BIBTEX, Export, ExportSource, IMAGENET_MEAN, IMAGENET_STD, TITLES,
-                     _hw, _pooling)
+from .preprocessing import data_config
+from .source import CITATION_BIBTEX, TITLES, Export, ExportSource, _hw, _pooling
 
 
 # ---- preprocessing ----------------------------------------------------------------------------
-def data_config(src: ExportSource) -> dict:
-    """Normalisation and test-time resize of the run (its data preprocessor and test pipeline),
-    falling back to PeCo's ImageNet statistics and a resize to the model's input size."""
-    cfg = src.run.get('cfg') or {}
-    model = cfg.get('model') if isinstance(cfg.get('model'), dict) else {}
-    pre = cfg.get('data_preprocessor') or model.get('data_preprocessor') or {}
-    mean, std = pre.get('mean', IMAGENET_MEAN), pre.get('std', IMAGENET_STD)
-    if not pre.get('to_rgb', True) and 'mean' in pre:
-        mean, std = list(mean)[::-1], list(std)[::-1]  # BGR statistics on BGR input
-    img = _hw(src.kwargs['img_size'])
-    resize, crop = min(img), img
-    for t in cfg.get('test_pipeline') or []:
-        if isinstance(t, dict) and t.get('type') == 'ResizeEdge' and t.get('edge') == 'short':
-            resize = int(t['scale'])
-        if isinstance(t, dict) and t.get('type') == 'CenterCrop':
-            crop = _hw(t['crop_size'])
-    return dict(mean01=[round(float(m) / 255, 6) for m in mean],
-                std01=[round(float(s) / 255, 6) for s in std], resize=resize, crop=crop,
-                crop_pct=round(min(crop) / resize, 4))
-
-
 def image_processor(src: ExportSource) -> dict:
     """preprocessor_config.json: resize the short side, centre-crop, scale to [0, 1] and
     normalise, as mmpretrain's `ResizeEdge` + `CenterCrop` + data preprocessor do (transformers'

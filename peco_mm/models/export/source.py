@@ -167,6 +167,8 @@ def read_export_source(ckpt: dict, path: str | None = None, kind: str | None = N
     if heads and not any(k.endswith('relative_position_bias_table') for k in conv.state_dict):
         kwargs['arch']['num_heads'] = int(heads)  # the weights do not record it
         notes = [n for n in notes if not n.startswith('num_heads=')]
+    from .preprocessing import read_preprocessing  # checked before anything is written
+    notes += read_preprocessing(run['cfg'], kwargs['img_size'], path)[1]
     return ExportSource(state_dict=conv.state_dict, kwargs=kwargs, kind=kind, head=head,
                         run=run, notes=notes)
 

@@ -7,7 +7,8 @@ import re
 
 import torch
 
-from .card import data_config, model_card
+from .card import model_card
+from .preprocessing import data_config
 from .source import (Export, ExportSource, _expand_shared_table, _head_bias, _hw, _identity_norm,
                      _pooling, _split_qkv_bias)
 
