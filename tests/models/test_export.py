@@ -280,6 +280,46 @@ def test_model_card_from_the_run(tmp_path):
     assert "timm.create_model('local-dir:PATH_TO_THIS_FOLDER', pretrained=True)" in card
 
 
+def test_model_card_shows_the_runs_text_never_renders_it(tmp_path):
+    """Class names, experiment name and metric keys come from the checkpoint: the card shows
+    them as text (HTML escaped, or in a code span it cannot leave), never as markup."""
+    markdown_it = pytest.importorskip('markdown_it')
+    src = Source('classifier')
+    src.ckpt['meta']['experiment_name'] = 'run`<script>alert(1)</script>`'
+    src.ckpt['meta']['cfg'] += "model = dict(type='ImageClassifier', backbone='PeCoViT')\n"
+    src.ckpt['meta']['dataset_meta'] = dict(classes=('<img src=x onerror=alert(2)>', 'a|b',
+                                                     'fox', 'owl', 'yak'))
+    run = tmp_path / 'run' / '20260101_000000' / 'vis_data'
+    run.mkdir(parents=True)
+    (run / 'scalars.json').write_text('{"<b>top1</b>|x": 71.25, "step": 2}\n')
+    _, dst, _ = export(src, 'timm', tmp_path)
+    card = (dst / 'README.md').read_text()
+    page = markdown_it.MarkdownIt('commonmark').enable('table').render(card)
+    assert '<script' not in page and '<img' not in page and '<b>' not in page
+    assert '&lt;img src=x onerror=alert(2)&gt;' in page and 'a|b' in page
+    assert '<td>&lt;b&gt;top1&lt;/b&gt;|x</td>' in page  # one cell, the | kept as text
+    assert "<code>run'&lt;script&gt;alert(1)&lt;/script&gt;'</code>" in page
+    assert '(backbone <code>?</code>)' in page  # a backbone that is no dict: not a traceback
+
+
+def test_cli_keeps_an_edited_readme_unless_asked(tmp_path, capsys):
+    from tests.conftest import load_tool
+    tool = load_tool('export_checkpoint')
+    ckpt = Source('classifier').save(tmp_path / 'epoch_800.pth')
+    dst = tmp_path / 'out'
+    readme = dst / 'README.md'
+    for _ in range(2):  # the same export again: the card is the same, nothing to keep
+        assert tool.main([ckpt, str(dst), '--to', 'timm']) == 0
+    readme.write_text('# my own card\n')
+    (dst / 'config.json').unlink()
+    assert tool.main([ckpt, str(dst), '--to', 'timm']) == 1
+    err = capsys.readouterr().err
+    assert 'README.md exists and is not the model card' in err and '--overwrite-readme' in err
+    assert readme.read_text() == '# my own card\n' and not (dst / 'config.json').exists()
+    assert tool.main([ckpt, str(dst), '--to', 'timm', '--overwrite-readme']) == 0
+    assert readme.read_text().startswith('---\nlibrary_name: timm')
+
+
 def test_citation_matches_citation_cff():
     import yaml
     cff = yaml.safe_load((ROOT / 'CITATION.cff').read_text())['preferred-citation']
