@@ -7,8 +7,8 @@ import json
 import os
 import os.path as osp
 
-from .preprocessing import data_config
-from .source import CITATION_BIBTEX, TITLES, Export, ExportSource, _hw, _pooling
+from .preprocessing import _hw, data_config
+from .source import CITATION_BIBTEX, TITLES, Export, ExportSource, _pooling
 
 
 # ---- preprocessing ----------------------------------------------------------------------------

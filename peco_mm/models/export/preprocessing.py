@@ -7,16 +7,18 @@ from __future__ import annotations
 
 from numbers import Real
 
-from .source import IMAGENET_MEAN, IMAGENET_STD, ExportSource, _hw
+# what PeCo's ViT sees unless the run says otherwise (configs/_base_/models/peco_vit_b.py)
+from ...utils.image import IMAGENET_MEAN, IMAGENET_STD
 
 
 # where a run's test pipeline can be, in the order the export trusts them
 PIPELINE_KEYS = ('test_dataloader', 'val_dataloader', 'test_pipeline')
 
 
-def data_config(src: ExportSource) -> dict:
-    """Normalisation and test-time resize of the run (its data preprocessor and test pipeline),
-    falling back to PeCo's ImageNet statistics and a resize to the model's input size."""
+def data_config(src) -> dict:
+    """Normalisation and test-time resize of the run (its data preprocessor and test pipeline)
+    of an `ExportSource`, falling back to PeCo's ImageNet statistics and a resize to the
+    model's input size."""
     return read_preprocessing(src.run.get('cfg') or {}, src.kwargs['img_size'],
                               src.run.get('source'))[0]
 
@@ -122,3 +124,8 @@ def _pixels(value, what: str, where: str) -> tuple[int, int]:
         raise ValueError(f'{where}: {what}={value!r}, expected a positive number of pixels '
                          'or a pair of them')
     return int(pair[0]), int(pair[1])
+
+
+def _hw(size) -> tuple[int, int]:
+    return (int(size), int(size)) if isinstance(size, (int, float)) else \
+        (int(size[0]), int(size[1]))

@@ -12,19 +12,13 @@ from dataclasses import dataclass, field
 import torch
 
 from ...checkpoint import convert_checkpoint, parse_config_text, strip_prefix, unwrap
+from .preprocessing import read_preprocessing
 
 
 TARGETS = ('timm', 'hf')
 
 
 KINDS = ('classifier', 'mim', 'backbone')
-
-
-# what PeCo's ViT sees unless the run says otherwise (configs/_base_/models/peco_vit_b.py)
-IMAGENET_MEAN = (123.675, 116.28, 103.53)
-
-
-IMAGENET_STD = (58.395, 57.12, 57.375)
 
 
 TITLES = dict(classifier='fine-tuned classifier', mim='MIM pretraining', backbone='backbone')
@@ -167,8 +161,7 @@ def read_export_source(ckpt: dict, path: str | None = None, kind: str | None = N
     if heads and not any(k.endswith('relative_position_bias_table') for k in conv.state_dict):
         kwargs['arch']['num_heads'] = int(heads)  # the weights do not record it
         notes = [n for n in notes if not n.startswith('num_heads=')]
-    from .preprocessing import read_preprocessing  # checked before anything is written
-    notes += read_preprocessing(run['cfg'], kwargs['img_size'], path)[1]
+    notes += read_preprocessing(run['cfg'], kwargs['img_size'], path)[1]  # checked here
     return ExportSource(state_dict=conv.state_dict, kwargs=kwargs, kind=kind, head=head,
                         run=run, notes=notes)
 
@@ -254,11 +247,6 @@ def _fold_neck(head: dict, sd: dict, model_cfg: dict, notes: list[str]) -> dict:
 
 
 # ---- helpers ---------------------------------------------------------------------------------
-def _hw(size) -> tuple[int, int]:
-    return (int(size), int(size)) if isinstance(size, (int, float)) else \
-        (int(size[0]), int(size[1]))
-
-
 def _pooling(src: ExportSource) -> dict:
     """How the source pools: 'avg' (mean of patch tokens) or 'token' (cls); which norms."""
     sd = src.state_dict

@@ -8,8 +8,8 @@ import re
 import torch
 
 from .card import model_card
-from .preprocessing import data_config
-from .source import (Export, ExportSource, _expand_shared_table, _head_bias, _hw, _identity_norm,
+from .preprocessing import _hw, data_config
+from .source import (Export, ExportSource, _expand_shared_table, _head_bias, _identity_norm,
                      _pooling, _split_qkv_bias)
 
 
