@@ -472,6 +472,18 @@ def test_the_docs_mmpretrain_classifier_exports_with_its_head(tmp_path):
     assert read_export_source(dict(ckpt, state_dict=sd), 'cls.pth', kind='backbone').head == {}
 
 
+def test_resizing_the_processor_cannot_follow_is_named():
+    """A resize other than the short side's (mmseg's Resize, mmpretrain's Resize) is noted;
+    the processor keeps the model's input size."""
+    from peco_mm.models.export import read_preprocessing
+    cfg = read_config_text("test_pipeline = [dict(type='mmseg.Resize', scale=(2048, 512)), "
+                           "dict(type='CenterCrop', crop_size=48)]\n")
+    data, notes = read_preprocessing(cfg, 64, 'run.pth')
+    assert (data['resize'], data['crop']) == (64, (48, 48))
+    assert notes == ['test_pipeline[0] Resize is not carried into the exported preprocessing '
+                     '(the exported processor resizes the short side, then centre-crops)']
+
+
 # stored config text a run could not have used, or that holds no usable preprocessing
 BAD_STORED = {
     'std_zero': ('data_preprocessor = dict(mean=[0, 0, 0], std=[1, 0, 1])\n',

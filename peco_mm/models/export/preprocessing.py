@@ -113,7 +113,7 @@ def read_resize_and_crop(pipeline: list, key: str, where: str, resize: int,
             crop = _pixels(t.get('crop_size'), f'{key}[{i}] CenterCrop crop_size', where)
         elif 'Resize' in kind or 'Crop' in kind:
             notes.append(f'{key}[{i}] {kind} is not carried into the exported preprocessing '
-                         '(it resizes the short side, then centre-crops)')
+                         '(the exported processor resizes the short side, then centre-crops)')
     return resize, crop, notes
 
 
