@@ -40,7 +40,7 @@ def load_pretrained(model: nn.Module, path: str, prefix: str | None = None,
     missing, unexpected = model.load_state_dict(dict(state), strict=False)
     # parts a backbone initialises itself (a pyramid, a video model's temporal attention)
     fresh = [k for k in missing if k.startswith(model.FRESH_PREFIXES)]
-    missing = [k for k in missing if k not in fresh]
+    missing = [k for k in missing if not k.startswith(model.FRESH_PREFIXES)]
     if len(missing) == len(own) or not (own & set(state)):
         raise ValueError(f'{path}: no key matches PeCoViT; found e.g. {list(state)[:5]}')
     if fresh:
