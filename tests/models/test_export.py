@@ -396,6 +396,8 @@ def test_convert_tool_reads_an_export_folder_and_names_its_format(target, tmp_pa
     _, dst, _ = export(src, target, tmp_path)
     res = tool.convert_file(str(dst), str(tmp_path / 'back.pth'))
     assert res.fmt == ('timm_beit' if target == 'timm' else 'hf_beit') and res.ok
+    assert tool.convert_file(str(dst / 'model.safetensors'), str(tmp_path / 'f.pth')).fmt == \
+        res.fmt  # the file itself, its folder's config.json beside it
     back = read_checkpoint(str(tmp_path / 'back.pth'))['state_dict']
     own = {k: v for k, v in src.vit.state_dict().items() if k != 'mask_token' or target == 'hf'}
     assert set(back) == set(own) and all(torch.equal(back[k], v) for k, v in own.items())
