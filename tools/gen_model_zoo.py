@@ -44,10 +44,10 @@ No model of the paper's size has been trained by this project yet, so every chec
 reads "not trained": the sessions that built it had a GPU for short benchmark and toy-study
 runs only (one H200 or H100 at a time; the figures are in docs/benchmarks.md and
 docs/reproduce.md), far from a paper-length run (GPU-hours: docs/reproduce.md). The "paper
-result" column gives the paper's number (PeCo, AAAI 2023; tables counted in the paper's order, main text 1-7,
-appendix 8-12) for the setting in "source", for reference only. The codeword linear probe
-(Table 4) is trained on all of ImageNet-1k train; `tools/test.py` reports a cheaper proxy of
-it that cannot be compared with those numbers (docs/reproduce.md).
+result" column gives the paper's number (PeCo, AAAI 2023; tables counted in the paper's order,
+main text 1-7, appendix 8-12) for the setting in "source", for reference only. The codeword
+linear probe (Table 4) is trained on all of ImageNet-1k train; `tools/test.py` reports a
+cheaper proxy of it that cannot be compared with those numbers (docs/reproduce.md).
 
 "batch" is the total batch as GPUs x images per GPU; each config's lr belongs to that total
 (for another total batch, scale the lr linearly: docs/pretrain.md). "mim" is the host package
