@@ -527,6 +527,70 @@ def test_readme_export_commands_run_as_written(tmp_path):
         run_as_written(command, cwd=tmp_path)
 
 
+# ---- what a user decides by --------------------------------------------------------------------
+def _section(doc: str, heading: str) -> str:
+    return (ROOT / doc).read_text().split(f'\n## {heading}\n', 1)[1].split('\n## ', 1)[0]
+
+
+def test_readme_says_what_has_and_has_not_been_run():
+    """README's list states the GPU-hours of stages 1-2 as docs/reproduce.md's estimate table
+    gives them, and that no checkpoint, real dataset or multi-GPU run exists."""
+    listed = ' '.join(_section('README.md', 'What has and has not been run').split())
+    assert 'No PeCo checkpoint exists yet' in listed
+    assert 'Nothing has run on the real datasets' in listed
+    assert 'Nothing has run on several GPUs' in listed
+    # the estimate table's rows: | row | throughput | GPU-hours (as shipped; optimised) |
+    rows = {row: hours.replace(';', ' ').split() for row, hours in re.findall(
+        r'^\| (PeCo [^|]+?) \| [^|]+ \| ([\d; ]+) \|$',
+        (ROOT / 'docs/reproduce.md').read_text(), re.M)}
+    tokenizer = rows['PeCo tokenizer, 100 ep (128 M images), fp32 as shipped']
+    ep300 = rows['PeCo ViT-B pretraining, 300 ep (384 M images)']
+    ep800 = rows['PeCo ViT-B pretraining, 800 ep (1.02 B images)']
+    assert f'about {tokenizer[0]} GPU-hours' in listed
+    assert f'about {ep300[0]} GPU-hours for 300 epochs and {ep800[0]} for 800' in listed
+    assert f'({ep300[1]} and {ep800[1]} with the target encoder contiguous and compiled)' \
+        in listed
+
+
+def test_long_docs_open_with_a_summary_table():
+    """reproduce.md and benchmarks.md (some 800 lines each) open with a table that links to
+    their sections (the links are checked by test_docs_name_existing_paths_links_...)."""
+    for doc in ('docs/reproduce.md', 'docs/benchmarks.md'):
+        head = (ROOT / doc).read_text().split('\n## ', 1)[0]
+        table = [ln for ln in head.splitlines() if ln.startswith('|')]
+        first = table[:next((i for i, ln in enumerate(table[1:], 1)
+                             if not ln.startswith('|')), len(table))]
+        assert len(first) >= 6, doc
+        assert len(re.findall(r'\]\(#[\w-]+\)', '\n'.join(first))) >= 3, doc
+
+
+def test_video_data_layout_is_documented():
+    """Each file and folder the TimeSformer configs read is named in getting_started's data
+    layouts (with its {train,val} spelled out)."""
+    from mmengine.config import Config
+    layouts = _section('docs/getting_started.md', 'Data layouts')
+    named = set()
+    for token in re.findall(r'`([^`]+)`', layouts):
+        named.update(expand(token))
+    for name in ('timesformer_vitb_k400', 'timesformer_vitb_ssv2'):
+        cfg = Config.fromfile(str(ROOT / 'configs/peco' / f'{name}.py'))
+        for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+            dataset = cfg[loader]['dataset']
+            assert dataset['ann_file'] in named, (name, loader, dataset['ann_file'])
+            folder = dataset['data_prefix']['video'].rstrip('/')
+            assert any(n.rstrip('/') == folder or n.startswith(folder + '/') for n in named), \
+                (name, loader, folder)
+
+
+def test_model_zoo_and_benchmarks_no_longer_say_no_gpu_was_used():
+    """Figures of docs/benchmarks.md were measured on a GPU (an H200): the model zoo and the
+    memory section say so instead of 'no GPU was available'."""
+    for doc in ('docs/model_zoo.md', 'docs/benchmarks.md', 'tools/gen_model_zoo.py'):
+        text = ' '.join((ROOT / doc).read_text().split())
+        assert 'No GPU was available' not in text and 'no GPU was available' not in text, doc
+    assert 'H200' in (ROOT / 'docs/model_zoo.md').read_text()
+
+
 # ---- documented commands, run as written -------------------------------------------------------
 def documented(src: str, start: str) -> str:
     """The one documented command of `src` that starts with `start` (continuations joined,

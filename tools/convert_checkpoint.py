@@ -6,8 +6,9 @@
 
 Reads unilm BEiT / PeCo release files, timm ViT and BEiT (.pth or .safetensors), MAE, MoCo v3,
 DINO, mmpretrain and peco_mm checkpoints (the format is detected unless --format is given),
-writes `{'state_dict': ..., 'meta': {...}}` to DST, and prints the PeCoViT arguments that load
-it, e.g. in a config:
+and the folders tools/export_checkpoint.py writes (their model.safetensors, in the format their
+config.json names); writes `{'state_dict': ..., 'meta': {...}}` to DST, and prints the PeCoViT
+arguments that load it, e.g. in a config:
 
     backbone=dict(type='PeCoViT', <printed arguments>,
                   init_cfg=dict(type='Pretrained', checkpoint='DST'))
@@ -38,7 +39,8 @@ EPILOG = """examples:
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         description=__doc__, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('src', help='source checkpoint (.pth / .pt / .safetensors)')
+    parser.add_argument('src', help='source checkpoint (.pth / .pt / .safetensors), or an '
+                        'export folder (its model.safetensors)')
     parser.add_argument('dst', help='where to write the PeCoViT checkpoint')
     parser.add_argument('--format', default=None,
                         help='source layout (default: detected); one of '
@@ -88,10 +90,13 @@ def convert_file(src: str, dst: str, fmt: str | None = None, img_size: int | Non
     """
     import torch
 
-    from peco_mm.checkpoint import convert_checkpoint, read_checkpoint
+    from peco_mm.checkpoint import convert_checkpoint, detect_format, read_checkpoint
     from peco_mm.models.vit import PeCoViT
 
+    src, folder_fmt = export_folder_source(src)
     ckpt = read_checkpoint(src, inert_objects=True, warn=warn)
+    if fmt is None and folder_fmt and detect_format(ckpt) == 'peco_mm':
+        fmt = folder_fmt  # timm's Beit with a shared table has PeCoViT's names exactly
     conv = convert_checkpoint(ckpt, fmt, img_size, per_block_rel_pos)
     kwargs = conv.kwargs
     if num_heads is not None:
@@ -109,6 +114,34 @@ def convert_file(src: str, dst: str, fmt: str | None = None, img_size: int | Non
         dropped=conv.dropped, unrecognised=conv.unrecognised, missing=list(missing),
         unexpected=list(unexpected), notes=conv.notes, num_tensors=len(conv.state_dict),
         num_values=sum(v.numel() for v in conv.state_dict.values()))
+
+
+def export_folder_source(src: str) -> tuple[str, str | None]:
+    """An export folder (tools/export_checkpoint.py's, timm's or transformers' hub layout) is
+    read through its model.safetensors; returns (the file, the format its config.json names:
+    'timm_beit', 'timm_vit', 'hf_beit' or None)."""
+    import json
+    folder = src if os.path.isdir(src) else None
+    if folder is None and os.path.basename(src) == 'model.safetensors':
+        folder = os.path.dirname(src) or '.'
+    if folder is None:
+        return src, None
+    if src == folder:
+        src = os.path.join(folder, 'model.safetensors')
+        if not os.path.isfile(src):
+            raise FileNotFoundError(f'{folder} is a folder without model.safetensors; give a '
+                                    'checkpoint file or an export folder (model.safetensors '
+                                    'and config.json)')
+    try:
+        with open(os.path.join(folder, 'config.json')) as f:
+            config = json.load(f)
+    except (OSError, ValueError):
+        return src, None
+    arch = config.get('architecture') if isinstance(config, dict) else None
+    if isinstance(arch, str) and arch.startswith(('beit', 'vit')):
+        return src, 'timm_beit' if arch.startswith('beit') else 'timm_vit'
+    return src, 'hf_beit' if isinstance(config, dict) and config.get('model_type') == 'beit' \
+        else None
 
 
 def config_repr(value) -> str:

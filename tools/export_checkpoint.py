@@ -2,6 +2,7 @@
 """Export a PeCo checkpoint to timm or Hugging Face transformers.
 
     python tools/export_checkpoint.py SRC DST --to timm|hf [--kind K] [--per-block-rel-pos]
+                                      [--overwrite-readme]
 
 SRC: any checkpoint tools/convert_checkpoint.py reads; typically a PeCo pretraining run, a
 fine-tuned classifier (mmpretrain ImageClassifier, its head included) or a dense run
@@ -14,6 +15,9 @@ fine-tuned classifier (mmpretrain ImageClassifier, its head included) or a dense
              BeitForMaskedImageModeling or BeitModel, preprocessor_config.json normalising as
              the run did, README.md (model card from the run, with the citation); load it with
              transformers.AutoModel.from_pretrained('DST') or the printed BeitFor* class
+
+A README.md already in DST that differs from the card written now is kept and the export
+refused, unless --overwrite-readme.
 
 The exact loading calls are printed, with every note on what the target format cannot hold.
 The source is read with the safe loader (weights only). A file that pickles other Python
@@ -46,6 +50,9 @@ def parse_args(argv=None) -> argparse.Namespace:
                         'backbone drops any head')
     parser.add_argument('--per-block-rel-pos', action='store_true',
                         help='timm: copy a shared relative-position table into every block')
+    parser.add_argument('--overwrite-readme', action='store_true',
+                        help='replace a README.md in DST that differs from the model card '
+                        'written now (default: refuse, keeping it)')
     parser.add_argument('--num-heads', type=int, default=None,
                         help='attention heads, for weights that do not record them (no '
                         'relative-position table) and a run without a stored config')
@@ -53,7 +60,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 
 def export_file(src: str, dst: str, to: str, kind=None, per_block_rel_pos: bool = False,
-                num_heads=None):
+                num_heads=None, overwrite_readme: bool = False):
     """Read `src`, export it for `to`, write the folder `dst`; return (Export, paths)."""
     from peco_mm.checkpoint import read_checkpoint
     from peco_mm.models.export import read_export_source, to_hf, to_timm, write_export
@@ -67,7 +74,7 @@ def export_file(src: str, dst: str, to: str, kind=None, per_block_rel_pos: bool 
             raise ValueError('--per-block-rel-pos is for --to timm; the transformers export '
                              'keeps the source layout (shared or per block)')
         exp = to_hf(source)
-    return exp, write_export(exp, dst), source
+    return exp, write_export(exp, dst, overwrite_readme), source
 
 
 def main(argv=None) -> int:
@@ -75,7 +82,8 @@ def main(argv=None) -> int:
     from peco_mm.models.export import describe, timm_file_call
     try:
         exp, paths, source = export_file(args.src, args.dst, args.to, args.kind,
-                                         args.per_block_rel_pos, args.num_heads)
+                                         args.per_block_rel_pos, args.num_heads,
+                                         args.overwrite_readme)
     except (FileNotFoundError, ValueError, ImportError) as err:
         print(f'export_checkpoint: error: {err}', file=sys.stderr)
         return 1

@@ -231,12 +231,16 @@ def _head(path: str) -> bytes:
 
 
 def _refusal_reason(err: Exception) -> str:
-    """The line of torch's weights-only error that says what it refused."""
+    """The line of torch's weights-only error that says what it refused, without torch's
+    advice to allow-list it or to load with weights_only=False (either would run it)."""
     lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
-    for ln in lines:
-        if 'GLOBAL' in ln or ln.startswith('Unsupported') or 'blocked' in ln:
-            return ln[:200]
-    return (lines[-1] if lines else type(err).__name__)[:200]
+    found = [ln for ln in lines if 'GLOBAL' in ln or ln.startswith('Unsupported') or
+             'blocked' in ln]
+    line = found[0] if found else (lines[-1] if lines else type(err).__name__)
+    kept = [part for part in re.split(r'(?<=\.) ', line)
+            if not re.search(r'safe_globals|weights_only|[Pp]lease use|if you trust', part)]
+    reason = ' '.join(kept).rstrip('. ')[:200]
+    return f'{reason}; nothing of it ran: treat the file as unsafe and never allow-list it'
 
 
 def mmengine_checkpoint_types() -> list:

@@ -11,7 +11,9 @@ Messages that are expected, and would otherwise worry, are said once with the re
   loop over a finite sampler starts another pass over the data) is logged once per run, as one
   line saying so;
 - notes that hold for the whole process (e.g. "No CUDA: training in fp32") reach the console
-  from the first run of a process only, and every run's log file (`log_once_per_process`).
+  from the first run of a process only, and every run's log file (`log_once_per_process`);
+- mmseg's per-class table, printed at every evaluation, goes to the log file only (the
+  console keeps the summary metrics; `show_config=True` prints the table too).
 """
 from __future__ import annotations
 
@@ -20,7 +22,8 @@ import logging
 import time
 
 CONSOLE_ONLY_IN_FILE = ('Config:\n', 'Hooks will be executed in the following order',
-                        '"FileClient" will be deprecated', '"HardDiskBackend" is the alias')
+                        '"FileClient" will be deprecated', '"HardDiskBackend" is the alias',
+                        'per class results:')  # mmseg IoUMetric's heading of the class table
 ENV_BLOCK = 'System environment:'
 # the one-line summary: these keys and the 'GPU 0,1: <name>' lines
 ENV_KEYS = ('Python', 'PyTorch', 'CUDA available', 'MMEngine')
@@ -32,7 +35,8 @@ _SAID: set[str] = set()  # notes logged by an earlier run of this process
 
 class ConsoleFilter(logging.Filter):
     """On the console handler: drop records marked `extra={'console': False}` and, unless
-    show_config, the config dump and the hook table (the log file keeps all of them)."""
+    show_config, the config dump, the hook table and mmseg's per-class table of every
+    evaluation (150 rows on ADE20K; the log file keeps all of them)."""
 
     def __init__(self, show_config: bool = False) -> None:
         super().__init__()
@@ -41,8 +45,15 @@ class ConsoleFilter(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         if getattr(record, 'console', True) is False:
             return False
-        return self.show_config or not (isinstance(record.msg, str)
-                                        and record.msg.startswith(CONSOLE_ONLY_IN_FILE))
+        msg = record.msg
+        return self.show_config or not isinstance(msg, str) or not (
+            msg.startswith(CONSOLE_ONLY_IN_FILE) or is_class_table(msg))
+
+
+def is_class_table(msg: str) -> bool:
+    """mmseg's per-class results (a PrettyTable whose first column is 'Class')."""
+    return msg.lstrip('\n').startswith('+-') and msg.split('\n|', 1)[-1].lstrip().startswith(
+        'Class ')
 
 
 class ShortEnvFormatter(logging.Formatter):

@@ -39,9 +39,15 @@ def load_pretrained(model: nn.Module, path: str, prefix: str | None = None,
     # load_state_dict fits the tables through PeCoViT.checkpoint_filter
     missing, unexpected = model.load_state_dict(dict(state), strict=False)
     # parts a backbone initialises itself (a pyramid, a video model's temporal attention)
+    fresh = [k for k in missing if k.startswith(model.FRESH_PREFIXES)]
     missing = [k for k in missing if not k.startswith(model.FRESH_PREFIXES)]
     if len(missing) == len(own) or not (own & set(state)):
         raise ValueError(f'{path}: no key matches PeCoViT; found e.g. {list(state)[:5]}')
+    if fresh:
+        parts = [p.rstrip('.') for p in model.FRESH_PREFIXES if any(k.startswith(p) for k in fresh)]
+        print_log(f'{path}: not in the checkpoint, as expected: {", ".join(parts)} '
+                  f'({len(fresh)} tensors) start fresh, from their initialisation'
+                  f'{getattr(model, "FRESH_NOTE", "")}', logger='current')
     if missing:
         print_log(f'{path}: missing keys {missing}', logger='current', level=30)
     # the pretraining model's [MASK] token and final norm: fine-tuning configs without masking

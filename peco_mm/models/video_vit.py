@@ -64,8 +64,10 @@ class PeCoTimeSformer(PeCoViT):
             heads, q/k/v bias and dropouts.
     """
 
-    # initialised here, never read from an image checkpoint
+    # initialised here, never read from an image checkpoint (and what the load log adds)
     FRESH_PREFIXES = ('pyramid.', 'temporal_blocks.', 'time_embed')
+    FRESH_NOTE = (' (the temporal attention projects to zero and the time embedding is zero: '
+                  'the model starts as the image model on each frame)')
 
     def __init__(self, num_frames: int = 8, out_type: str = 'cls_token', **kwargs) -> None:
         if not isinstance(num_frames, int) or num_frames < 1:

@@ -1,6 +1,7 @@
 """What a run prints on the console (peco_mm.engine.console): no config dump or hook table
 (the log file keeps them), the environment in one line, mmengine's data-loader restart said
 once with its reason, machine notes once per process."""
+import torch
 from mmengine.logging import MMLogger
 
 from peco_mm.engine import console
@@ -100,3 +101,34 @@ def test_output_to_keeps_a_run_off_the_console_and_shows_its_tail_on_error(tmp_p
     assert 'step 1' not in out.out and 'step 1' not in out.err.split('the end of')[0]
     assert f'run failed; the end of {log}' in out.err and 'step 2 of the run' in out.err
     assert 'ValueError: bad input' in log.read_text() and 'step 1' in log.read_text()
+
+
+def test_mmseg_class_table_stays_in_the_log_file_unless_asked():
+    """mmseg's IoUMetric logs a 150-row per-class table at every evaluation: the console
+    filter drops it and its heading (the log file keeps both), show_config keeps it."""
+    import logging
+
+    from mmseg.evaluation.metrics import IoUMetric
+    metric = IoUMetric()
+    metric.dataset_meta = dict(classes=('sky', 'road'))
+    metric.results = [(torch.tensor([5., 2.]), torch.tensor([6., 3.]), torch.tensor([5., 2.]),
+                       torch.tensor([6., 3.]))]  # intersect, union, pred, label areas
+    records = []
+    handler = logging.Handler()
+    handler.emit = records.append
+    logger = logging.getLogger('class_table_run')
+    logger.setLevel(logging.INFO)
+    logger.addHandler(handler)
+    original = MMLogger.get_current_instance
+    MMLogger.get_current_instance = staticmethod(lambda: logger)
+    try:
+        summary = metric.compute_metrics(metric.results)
+    finally:
+        MMLogger.get_current_instance = original
+        logger.removeHandler(handler)
+    assert summary['mIoU'] > 0 and len(records) == 2  # the heading and the table
+    assert '| Class |' in records[1].getMessage() and 'road' in records[1].getMessage()
+    assert [console.ConsoleFilter().filter(r) for r in records] == [False, False]
+    assert all(console.ConsoleFilter(show_config=True).filter(r) for r in records)
+    progress = logging.makeLogRecord(dict(msg='Iter(val) [2/2]  mIoU: 71.4', args=()))
+    assert console.ConsoleFilter().filter(progress)

@@ -73,6 +73,25 @@ def test_read_checkpoint_safe_by_default(tmp_path):
         read_checkpoint(tmp_path / 'nowhere.pth')
 
 
+class PickledExec:
+    def __reduce__(self):
+        return exec, ('raise SystemExit(3)',)
+
+
+@pytest.mark.parametrize('inert', [False, True])
+def test_a_refused_global_is_called_unsafe_without_torchs_allow_list_hint(tmp_path, inert):
+    """torch's own message asks to allow-list the global (add_safe_globals([exec])), which
+    would run the payload; the refusal says the file is unsafe instead."""
+    bad = tmp_path / 'exec.pth'
+    torch.save({'state_dict': {'w': torch.ones(2)}, 'x': PickledExec()}, bad)
+    with pytest.raises(ValueError) as err:
+        read_checkpoint(bad, inert_objects=inert)
+    text = str(err.value)
+    assert 'exec.pth holds pickled Python objects' in text and 'GLOBAL exec' in text
+    assert 'unsafe' in text and 'never allow-list' in text
+    assert 'safe_globals' not in text and 'weights_only' not in text
+
+
 @torch.no_grad()
 def test_from_checkpoint_timm_file(tmp_path):
     torch.manual_seed(0)

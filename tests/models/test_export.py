@@ -9,6 +9,7 @@ bit for bit.
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,10 @@ SOURCES = {
                        out_type='cls_token'), 'ImageClassifier', 5,
                   'data_preprocessor = dict(mean=[127.5, 127.5, 127.5], '
                   'std=[127.5, 127.5, 127.5], to_rgb=True)\n'),
+    # a BEiT-style classifier without layer scale: timm's Beit must be told init_values=None
+    'no_layer_scale': (dict(img_size=32, patch_size=8, qkv_bias='qv', use_abs_pos_emb=False,
+                            rel_pos_bias='per_block', out_type='avg_featmap', final_norm=False),
+                       'ImageClassifier', 5, ''),
 }
 
 
@@ -132,7 +137,8 @@ def export(src: Source, target: str, tmp_path: Path, **kw):
 
 
 # ---- timm --------------------------------------------------------------------------------------
-@pytest.mark.parametrize('name', ['classifier', 'mim', 'dense', 'mae_classifier', 'probe_p14'])
+@pytest.mark.parametrize('name', ['classifier', 'mim', 'dense', 'mae_classifier', 'probe_p14',
+                                  'no_layer_scale'])
 @torch.no_grad()
 def test_timm_loads_the_export_and_matches(name, tmp_path):
     src = Source(name)
@@ -208,18 +214,36 @@ def test_transformers_loads_the_export_and_matches(name, tmp_path):
     assert [config.id2label[i] for i in range(5)] == CLASSES
 
 
+RUN_PIPELINE = ("[dict(type='LoadImageFromFile'), dict(type='ResizeEdge', scale=40, "
+                "edge='short', backend='pillow', interpolation='bicubic'), "
+                "dict(type='CenterCrop', crop_size=32), dict(type='PackInputs')]")
+# where a run sets its test pipeline: the top level, only in its test data loader (the
+# top-level one, if any, being another), or in a wrapped val dataset
+PIPELINE_PLACES = {
+    'top_level': f'test_pipeline = {RUN_PIPELINE}\n',
+    'test_dataloader': ("test_pipeline = [dict(type='ResizeEdge', scale=256, edge='short'), "
+                        "dict(type='CenterCrop', crop_size=224)]\n"
+                        f'test_dataloader = dict(dataset=dict(pipeline={RUN_PIPELINE}))\n'),
+    'val_dataloader': ('test_dataloader = None\nval_dataloader = dict(dataset=dict('
+                       f"type='RepeatDataset', dataset=dict(pipeline={RUN_PIPELINE})))\n"),
+}
+
+
+@pytest.mark.parametrize('place', list(PIPELINE_PLACES))
 @torch.no_grad()
-def test_transformers_image_processor_normalises_as_the_run(tmp_path):
+def test_transformers_image_processor_normalises_as_the_run(place, tmp_path):
     """The exported processor turns an image into what the run's test pipeline (ResizeEdge
-    short side + CenterCrop) and data preprocessor (mean / std on 0..255 RGB) give."""
+    short side + CenterCrop) and data preprocessor (mean / std on 0..255 RGB) give, wherever
+    the run sets that pipeline; a top-level test_pipeline the run did not use is named."""
     from mmpretrain.datasets.transforms import CenterCrop, ResizeEdge
     from PIL import Image
     src = Source('classifier')
-    src.ckpt['meta']['cfg'] += (
-        "test_pipeline = [dict(type='LoadImageFromFile'), dict(type='ResizeEdge', scale=40, "
-        "edge='short', backend='pillow', interpolation='bicubic'), dict(type='CenterCrop', "
-        "crop_size=32), dict(type='PackInputs')]\n")
-    _, dst, _ = export(src, 'hf', tmp_path)
+    src.ckpt['meta']['cfg'] += PIPELINE_PLACES[place]
+    exp, dst, _ = export(src, 'hf', tmp_path)
+    differs = [n for n in exp.notes if 'top-level test_pipeline resizes or crops' in n]
+    assert len(differs) == (place == 'test_dataloader')
+    assert all(n in (dst / 'README.md').read_text() for n in differs)
+    assert 'test resize (short side) 40, centre crop 32x32' in (dst / 'README.md').read_text()
     rgb = torch.randint(0, 256, (48, 48, 3), generator=torch.Generator().manual_seed(3),
                         dtype=torch.uint8).numpy()
     processor = transformers.AutoImageProcessor.from_pretrained(dst)
@@ -254,6 +278,46 @@ def test_model_card_from_the_run(tmp_path):
     card = (dst / 'README.md').read_text()
     assert '| accuracy/top1 | 71.25 |' in card and 'loss' not in card.split('## Metrics')[1]
     assert "timm.create_model('local-dir:PATH_TO_THIS_FOLDER', pretrained=True)" in card
+
+
+def test_model_card_shows_the_runs_text_never_renders_it(tmp_path):
+    """Class names, experiment name and metric keys come from the checkpoint: the card shows
+    them as text (HTML escaped, or in a code span it cannot leave), never as markup."""
+    markdown_it = pytest.importorskip('markdown_it')
+    src = Source('classifier')
+    src.ckpt['meta']['experiment_name'] = 'run`<script>alert(1)</script>`'
+    src.ckpt['meta']['cfg'] += "model = dict(type='ImageClassifier', backbone='PeCoViT')\n"
+    src.ckpt['meta']['dataset_meta'] = dict(classes=('<img src=x onerror=alert(2)>', 'a|b',
+                                                     'fox', 'owl', 'yak'))
+    run = tmp_path / 'run' / '20260101_000000' / 'vis_data'
+    run.mkdir(parents=True)
+    (run / 'scalars.json').write_text('{"<b>top1</b>|x": 71.25, "step": 2}\n')
+    _, dst, _ = export(src, 'timm', tmp_path)
+    card = (dst / 'README.md').read_text()
+    page = markdown_it.MarkdownIt('commonmark').enable('table').render(card)
+    assert '<script' not in page and '<img' not in page and '<b>' not in page
+    assert '&lt;img src=x onerror=alert(2)&gt;' in page and 'a|b' in page
+    assert '<td>&lt;b&gt;top1&lt;/b&gt;|x</td>' in page  # one cell, the | kept as text
+    assert "<code>run'&lt;script&gt;alert(1)&lt;/script&gt;'</code>" in page
+    assert '(backbone <code>?</code>)' in page  # a backbone that is no dict: not a traceback
+
+
+def test_cli_keeps_an_edited_readme_unless_asked(tmp_path, capsys):
+    from tests.conftest import load_tool
+    tool = load_tool('export_checkpoint')
+    ckpt = Source('classifier').save(tmp_path / 'epoch_800.pth')
+    dst = tmp_path / 'out'
+    readme = dst / 'README.md'
+    for _ in range(2):  # the same export again: the card is the same, nothing to keep
+        assert tool.main([ckpt, str(dst), '--to', 'timm']) == 0
+    readme.write_text('# my own card\n')
+    (dst / 'config.json').unlink()
+    assert tool.main([ckpt, str(dst), '--to', 'timm']) == 1
+    err = capsys.readouterr().err
+    assert 'README.md exists and is not the model card' in err and '--overwrite-readme' in err
+    assert readme.read_text() == '# my own card\n' and not (dst / 'config.json').exists()
+    assert tool.main([ckpt, str(dst), '--to', 'timm', '--overwrite-readme']) == 0
+    assert readme.read_text().startswith('---\nlibrary_name: timm')
 
 
 def test_citation_matches_citation_cff():
@@ -321,6 +385,27 @@ def test_mae_vit_round_trips_through_timm_vit(tmp_path):
 
 
 # ---- the command line --------------------------------------------------------------------------
+@pytest.mark.parametrize('target', ['timm', 'hf'])
+@torch.no_grad()
+def test_convert_tool_reads_an_export_folder_and_names_its_format(target, tmp_path):
+    """tools/convert_checkpoint.py EXPORT_DIR reads its model.safetensors; timm's Beit with a
+    shared table has PeCoViT's names exactly, and config.json says it is timm's."""
+    from tests.conftest import load_tool
+    tool = load_tool('convert_checkpoint')
+    src = Source('mim')
+    _, dst, _ = export(src, target, tmp_path)
+    res = tool.convert_file(str(dst), str(tmp_path / 'back.pth'))
+    assert res.fmt == ('timm_beit' if target == 'timm' else 'hf_beit') and res.ok
+    assert tool.convert_file(str(dst / 'model.safetensors'), str(tmp_path / 'f.pth')).fmt == \
+        res.fmt  # the file itself, its folder's config.json beside it
+    back = read_checkpoint(str(tmp_path / 'back.pth'))['state_dict']
+    own = {k: v for k, v in src.vit.state_dict().items() if k != 'mask_token' or target == 'hf'}
+    assert set(back) == set(own) and all(torch.equal(back[k], v) for k, v in own.items())
+    (tmp_path / 'empty').mkdir()
+    with pytest.raises(FileNotFoundError, match='empty is a folder without model.safetensors'):
+        tool.convert_file(str(tmp_path / 'empty'), str(tmp_path / 'x.pth'))
+
+
 def test_cli_prints_the_loading_calls(tmp_path, capsys):
     """In process (tests/test_docs.py runs the README's commands as scripts)."""
     from tests.conftest import load_tool
@@ -352,6 +437,84 @@ def test_cli_prints_the_loading_calls(tmp_path, capsys):
     assert not (tmp_path / 'z').exists()
     with pytest.raises(SystemExit):  # no flag of its own
         tool.parse_args([ckpt, str(tmp_path / 'z'), '--to', 'hf', '--unsafe-pickle'])
+
+
+@torch.no_grad()
+def test_the_docs_mmpretrain_classifier_exports_with_its_head(tmp_path):
+    """getting_started's mmpretrain snippet (its base config merged) at test size, saved in
+    the names mmpretrain's VisionTransformerClsHead gives its classifier: the export keeps
+    the head (found by default and with kind='classifier'), and timm's logits equal the
+    run's."""
+    from mmengine.config import Config
+
+    from tests.test_docs import _tiny, config_snippets
+    text = next(t for _, t in config_snippets() if "'mmpretrain::" in t)
+    (tmp_path / 'cls.py').write_text(text)
+    model = _tiny(Config.fromfile(str(tmp_path / 'cls.py')).model.to_dict())
+    head_cfg = model['head']
+    assert head_cfg['type'] == 'VisionTransformerClsHead' and head_cfg['hidden_dim'] is None
+    kwargs = {k: v for k, v in model['backbone'].items() if k not in ('type', 'init_cfg')}
+    vit = randomize(PeCoViT(**kwargs), 3)
+    fc = nn.Linear(head_cfg['in_channels'], head_cfg['num_classes'])
+    sd = {f'backbone.{k}': v for k, v in vit.state_dict().items()}
+    sd.update({f'head.layers.head.{k}': v for k, v in fc.state_dict().items()})
+    ckpt = {'state_dict': sd, 'meta': {'cfg': "model = dict(type='ImageClassifier')\n"}}
+    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(5))
+    assert read_export_source(ckpt, 'cls.pth').kind == 'classifier'  # by default
+    source = read_export_source(ckpt, 'cls.pth', kind='classifier')
+    assert source.head['weight'].shape == (1000, 64)
+    write_export(to_timm(source), str(tmp_path / 'timm'))
+    exported = timm.create_model(f'local-dir:{tmp_path / "timm"}', pretrained=True).eval()
+    torch.testing.assert_close(exported(x), fc(vit(x)[0]), atol=ATOL, rtol=0)
+    # a head with a hidden layer (Linear, Tanh, Linear) has no place in BEiT's: said, not dropped
+    sd = dict(sd, **{'head.layers.pre_logits.weight': torch.zeros(8, 64),
+                     'head.layers.pre_logits.bias': torch.zeros(8)})
+    with pytest.raises(ValueError, match='hidden layer .* --kind backbone'):
+        read_export_source(dict(ckpt, state_dict=sd), 'cls.pth')
+    assert read_export_source(dict(ckpt, state_dict=sd), 'cls.pth', kind='backbone').head == {}
+
+
+def test_resizing_the_processor_cannot_follow_is_named():
+    """A resize other than the short side's (mmseg's Resize, mmpretrain's Resize) is noted;
+    the processor keeps the model's input size."""
+    from peco_mm.models.export import read_preprocessing
+    cfg = read_config_text("test_pipeline = [dict(type='mmseg.Resize', scale=(2048, 512)), "
+                           "dict(type='CenterCrop', crop_size=48)]\n")
+    data, notes = read_preprocessing(cfg, 64, 'run.pth')
+    assert (data['resize'], data['crop']) == (64, (48, 48))
+    assert notes == ['test_pipeline[0] Resize is not carried into the exported preprocessing '
+                     '(the exported processor resizes the short side, then centre-crops)']
+
+
+# stored config text a run could not have used, or that holds no usable preprocessing
+BAD_STORED = {
+    'std_zero': ('data_preprocessor = dict(mean=[0, 0, 0], std=[1, 0, 1])\n',
+                 r'data_preprocessor\.std=\[1, 0, 1\] has a value at or below zero'),
+    'mean_text': ("data_preprocessor = dict(mean='imagenet')\n",
+                  r"data_preprocessor\.mean='imagenet', expected 3 numbers"),
+    'scale_text': ("test_pipeline = [dict(type='ResizeEdge', scale='big', edge='short')]\n",
+                   r"test_pipeline\[0\] ResizeEdge scale='big', expected a positive number"),
+    'no_crop_size': ("test_pipeline = [dict(type='CenterCrop')]\n",
+                     r'test_pipeline\[0\] CenterCrop crop_size=None'),
+    'bare_name': ("test_pipeline = ['LoadImageFromFile']\n",
+                  r"test_pipeline\[0\] is 'LoadImageFromFile', expected dict\(type="),
+    'not_a_list': ('test_dataloader = dict(dataset=dict(pipeline=5))\n',
+                   r'test_dataloader\.dataset\.pipeline is int, expected a list'),
+}
+
+
+@pytest.mark.parametrize('case', list(BAD_STORED))
+def test_cli_refuses_unusable_stored_preprocessing_in_one_line(case, tmp_path, capsys):
+    from tests.conftest import load_tool
+    tool = load_tool('export_checkpoint')
+    src = Source('classifier')
+    text, message = BAD_STORED[case]
+    src.ckpt['meta']['cfg'] += text
+    ckpt = src.save(tmp_path / 'epoch_800.pth')
+    assert tool.main([ckpt, str(tmp_path / 'out'), '--to', 'hf']) == 1
+    err = capsys.readouterr().err
+    assert re.search(r'epoch_800\.pth meta\.cfg: ' + message, err), err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / 'out').exists()
 
 
 def test_kind_errors_name_the_problem(tmp_path):

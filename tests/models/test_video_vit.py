@@ -75,7 +75,7 @@ def test_equals_image_model_per_frame_at_init(out_type, final_norm):
         assert (video(clips) - want).abs().max() > 1e-3
 
 
-def test_loads_a_pretraining_checkpoint_through_init_cfg(tmp_path):
+def test_loads_a_pretraining_checkpoint_through_init_cfg(tmp_path, monkeypatch):
     # a PeCo pretraining checkpoint: one shared relative-position table, keys under 'backbone.'
     torch.manual_seed(1)
     pre = PeCoViT(**{**TINY, 'rel_pos_bias': 'shared'})
@@ -84,7 +84,15 @@ def test_loads_a_pretraining_checkpoint_through_init_cfg(tmp_path):
     torch.save(dict(state_dict={f'backbone.{k}': v for k, v in pre.state_dict().items()}), path)
     init_cfg = dict(type='Pretrained', prefix='backbone.', checkpoint=str(path))
     video = PeCoTimeSformer(num_frames=2, init_cfg=init_cfg, **TINY)
+    logged = []
+    monkeypatch.setattr('mmengine.logging.print_log',
+                        lambda msg, logger=None, level=20: logged.append((level, msg)))
     video.init_weights()
+    fresh = [msg for level, msg in logged if 'start fresh' in msg]  # said once, not a warning
+    n_temporal = len(video.temporal_blocks.state_dict()) + 1
+    assert len(fresh) == 1 and all(level == 20 for level, _ in logged), logged
+    assert f'temporal_blocks, time_embed ({n_temporal} tensors) start fresh' in fresh[0]
+    assert 'starts as the image model on each frame' in fresh[0]
     video.eval()
     table = pre.rel_pos_bias.relative_position_bias_table
     for blk in video.blocks:  # the shared table copied into every block, as BEiT fine-tunes

@@ -22,10 +22,12 @@ timm; a key bias of a full qkv bias is dropped for BEiT targets (it adds the sam
 every logit of a query's softmax, so the outputs are unchanged); a backbone without any final
 norm gets an identity-initialised pooling norm where the target class needs one.
 
-The package, by step: `source` (what an export is read from), `to_timm` and `to_hf` (the
-weights in each target's names), `card` (config.json, image processor, model card, writing).
+The package, by step: `source` (what an export is read from), `preprocessing` (the run's test-time
+resize, crop and normalisation), `to_timm` and `to_hf` (the weights in each target's names),
+`card` (config.json, image processor, model card, writing).
 """
-from .card import data_config, image_processor, model_card, write_export
+from .card import image_processor, model_card, write_export
+from .preprocessing import data_config, read_preprocessing
 from .source import (CITATION_BIBTEX, KINDS, TARGETS, Export, ExportSource, describe,
                      read_config_text, read_export_source, read_run)
 from .to_hf import to_hf
@@ -33,5 +35,5 @@ from .to_timm import timm_file_call, to_timm
 
 __all__ = ['CITATION_BIBTEX', 'KINDS', 'TARGETS', 'Export', 'ExportSource', 'data_config',
            'describe', 'image_processor', 'model_card', 'read_config_text',
-           'read_export_source', 'read_run', 'timm_file_call', 'to_hf', 'to_timm',
-           'write_export']
+           'read_export_source', 'read_preprocessing', 'read_run', 'timm_file_call', 'to_hf',
+           'to_timm', 'write_export']

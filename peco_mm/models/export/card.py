@@ -2,36 +2,16 @@
 model card generated from the run."""
 from __future__ import annotations
 
+import html
 import json
 import os
 import os.path as osp
 
-from .source import (CITATION_BIBTEX, Export, ExportSource, IMAGENET_MEAN, IMAGENET_STD, TITLES,
-                     _hw, _pooling)
+from .preprocessing import _hw, data_config
+from .source import CITATION_BIBTEX, TITLES, Export, ExportSource, _pooling
 
 
 # ---- preprocessing ----------------------------------------------------------------------------
-def data_config(src: ExportSource) -> dict:
-    """Normalisation and test-time resize of the run (its data preprocessor and test pipeline),
-    falling back to PeCo's ImageNet statistics and a resize to the model's input size."""
-    cfg = src.run.get('cfg') or {}
-    model = cfg.get('model') if isinstance(cfg.get('model'), dict) else {}
-    pre = cfg.get('data_preprocessor') or model.get('data_preprocessor') or {}
-    mean, std = pre.get('mean', IMAGENET_MEAN), pre.get('std', IMAGENET_STD)
-    if not pre.get('to_rgb', True) and 'mean' in pre:
-        mean, std = list(mean)[::-1], list(std)[::-1]  # BGR statistics on BGR input
-    img = _hw(src.kwargs['img_size'])
-    resize, crop = min(img), img
-    for t in cfg.get('test_pipeline') or []:
-        if isinstance(t, dict) and t.get('type') == 'ResizeEdge' and t.get('edge') == 'short':
-            resize = int(t['scale'])
-        if isinstance(t, dict) and t.get('type') == 'CenterCrop':
-            crop = _hw(t['crop_size'])
-    return dict(mean01=[round(float(m) / 255, 6) for m in mean],
-                std01=[round(float(s) / 255, 6) for s in std], resize=resize, crop=crop,
-                crop_pct=round(min(crop) / resize, 4))
-
-
 def image_processor(src: ExportSource) -> dict:
     """preprocessor_config.json: resize the short side, centre-crop, scale to [0, 1] and
     normalise, as mmpretrain's `ResizeEdge` + `CenterCrop` + data preprocessor do (transformers'
@@ -50,7 +30,7 @@ def model_card(src: ExportSource, exp: Export) -> str:
     lines = _card_header(src, exp) + _card_model(src) + _card_source_run(src) + \
         _card_metrics(src.run)
     if exp.notes:
-        lines += ['', '## Export notes', ''] + [f'- {n}' for n in exp.notes]
+        lines += ['', '## Export notes', ''] + [f'- {_text(n)}' for n in exp.notes]
     lines += ['', '## Citation', '', '```bibtex', CITATION_BIBTEX, '```', '']
     return '\n'.join(lines)
 
@@ -101,15 +81,15 @@ def _card_source_run(src: ExportSource) -> list[str]:
     """The checkpoint, experiment, model type, schedule, tokenizer, init and classes."""
     run = src.run
     cfg = run.get('cfg') or {}
-    model = cfg.get('model') if isinstance(cfg.get('model'), dict) else {}
+    model = _dict(cfg.get('model'))
     lines = ['', '## Source run', '']
     if run.get('source'):
-        lines.append(f'- checkpoint: `{osp.basename(run["source"])}`')
+        lines.append(f'- checkpoint: {_code(osp.basename(run["source"]))}')
     if run.get('experiment'):
-        lines.append(f'- experiment: `{run["experiment"]}`')
+        lines.append(f'- experiment: {_code(run["experiment"])}')
     if model.get('type'):
-        backbone = (model.get('backbone') or {}).get('type', '?')
-        lines.append(f'- model type: `{model["type"]}` (backbone `{backbone}`)')
+        backbone = _dict(model.get('backbone')).get('type', '?')
+        lines.append(f'- model type: {_code(model["type"])} (backbone {_code(backbone)})')
     unit = 'epoch' if run.get('max_epochs') else 'iter'
     if run.get(unit) or run.get(f'max_{unit}s'):
         lines.append(f'- training: {unit} {run.get(unit, "?")} of {run.get(f"max_{unit}s", "?")}'
@@ -117,11 +97,12 @@ def _card_source_run(src: ExportSource) -> list[str]:
     tokenizer = _tokenizer_line(cfg, model, src)
     if tokenizer:
         lines.append(f'- tokenizer: {tokenizer}')
-    init = ((model.get('backbone') or {}).get('init_cfg') or {})
-    if isinstance(init, dict) and init.get('checkpoint'):
-        lines.append(f'- initialised from: `{init["checkpoint"]}`')
+    init = _dict(_dict(model.get('backbone')).get('init_cfg'))
+    if init.get('checkpoint'):
+        lines.append(f'- initialised from: {_code(init["checkpoint"])}')
     if run.get('classes') and src.kind == 'classifier':
-        shown = ', '.join(run['classes'][:10]) + (' ...' if len(run['classes']) > 10 else '')
+        shown = ', '.join(map(_text, run['classes'][:10])) + \
+            (' ...' if len(run['classes']) > 10 else '')
         lines.append(f'- classes: {shown}')
     return lines
 
@@ -130,30 +111,60 @@ def _card_metrics(run: dict) -> list[str]:
     lines = ['', '## Metrics', '']
     if run.get('metrics'):
         lines += ['| metric | value |', '|---|---|']
-        lines += [f'| {k} | {v:.4g} |' for k, v in sorted(run['metrics'].items())]
+        lines += [f'| {_text(k, cell=True)} | {v:.4g} |'
+                  for k, v in sorted(run['metrics'].items())]
     else:
         lines.append('The run recorded no evaluation metrics next to this checkpoint.')
     return lines
 
 
 def _tokenizer_line(cfg: dict, model: dict, src: ExportSource) -> str:
-    target = model.get('target_generator') if isinstance(model.get('target_generator'), dict) \
-        else {}
+    target = _dict(model.get('target_generator'))
     parts = []
     if target.get('type'):
-        parts.append(f'`{target["type"]}`')
+        parts.append(_code(target['type']))
     path = target.get('checkpoint') or cfg.get('tokenizer_checkpoint')
     if path:
-        parts.append(f'checkpoint `{path}`')
+        parts.append(f'checkpoint {_code(path)}')
     if src.kind == 'mim':
         parts.append(f'K = {src.head["weight"].shape[0]} codewords')
     return ', '.join(parts)
 
 
+# ---- what the run says, as card text -------------------------------------------------------
+def _text(value, cell: bool = False) -> str:
+    """A value from the run as Markdown text: on one line, HTML escaped (a class name or
+    metric key is shown, never rendered as markup), `|` escaped in a table cell."""
+    text = html.escape(' '.join(str(value).split()), quote=False)
+    return text.replace('|', '\\|') if cell else text
+
+
+def _code(value) -> str:
+    """A value from the run as a code span (shown literally): on one line, without the
+    backticks that would end the span."""
+    return '`' + ' '.join(str(value).replace('`', "'").split()) + '`'
+
+
+def _dict(value) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
 # ---- writing --------------------------------------------------------------------------------
-def write_export(exp: Export, dst: str) -> list[str]:
-    """Write the folder: model.safetensors, config.json, and the other files. Returns paths."""
+def write_export(exp: Export, dst: str, overwrite_readme: bool = False) -> list[str]:
+    """Write the folder: model.safetensors, config.json, and the other files. Returns paths.
+
+    A README.md already in `dst` that differs from the card written now (a model card edited
+    by hand) is kept: the export is refused before anything is written, unless
+    `overwrite_readme`."""
     from safetensors.torch import save_file
+    readme = osp.join(dst, 'README.md')
+    if 'README.md' in exp.files and osp.isfile(readme) and not overwrite_readme:
+        with open(readme, encoding='utf-8', errors='replace') as f:
+            if f.read() != exp.files['README.md']:
+                raise ValueError(f'{readme} exists and is not the model card this export '
+                                 'writes (edited by hand?); nothing was written: pass '
+                                 '--overwrite-readme to replace it, or export into another '
+                                 'folder')
     os.makedirs(dst, exist_ok=True)
     paths = [osp.join(dst, 'model.safetensors'), osp.join(dst, 'config.json')]
     save_file(exp.state_dict, paths[0], metadata={'format': 'pt'})

@@ -12,19 +12,13 @@ from dataclasses import dataclass, field
 import torch
 
 from ...checkpoint import convert_checkpoint, parse_config_text, strip_prefix, unwrap
+from .preprocessing import read_preprocessing
 
 
 TARGETS = ('timm', 'hf')
 
 
 KINDS = ('classifier', 'mim', 'backbone')
-
-
-# what PeCo's ViT sees unless the run says otherwise (configs/_base_/models/peco_vit_b.py)
-IMAGENET_MEAN = (123.675, 116.28, 103.53)
-
-
-IMAGENET_STD = (58.395, 57.12, 57.375)
 
 
 TITLES = dict(classifier='fine-tuned classifier', mim='MIM pretraining', backbone='backbone')
@@ -146,7 +140,7 @@ def read_export_source(ckpt: dict, path: str | None = None, kind: str | None = N
                          f'PeCoViT: {conv.unrecognised}')
     run = read_run(ckpt, path)
     sd = strip_prefix(unwrap(ckpt)[0], 'module.') if _wrapped(ckpt) else {}
-    head = {n: sd[f'head.fc.{n}'] for n in ('weight', 'bias') if f'head.fc.{n}' in sd}
+    head = _read_head(sd, path, kind)
     model_cfg = run['cfg'].get('model') if isinstance(run['cfg'].get('model'), dict) else {}
     detected = _detect_kind(model_cfg.get('type'), sd, head, conv.kwargs)
     kind = kind or detected
@@ -167,8 +161,31 @@ def read_export_source(ckpt: dict, path: str | None = None, kind: str | None = N
     if heads and not any(k.endswith('relative_position_bias_table') for k in conv.state_dict):
         kwargs['arch']['num_heads'] = int(heads)  # the weights do not record it
         notes = [n for n in notes if not n.startswith('num_heads=')]
+    notes += read_preprocessing(run['cfg'], kwargs['img_size'], path)[1]  # checked here
     return ExportSource(state_dict=conv.state_dict, kwargs=kwargs, kind=kind, head=head,
                         run=run, notes=notes)
+
+
+# the linear classifier of mmpretrain's heads: LinearClsHead (and PeCo's MIM head), and
+# VisionTransformerClsHead without a hidden layer
+HEAD_PREFIXES = ('head.fc.', 'head.layers.head.')
+
+
+def _read_head(sd: dict, path: str | None, kind: str | None) -> dict:
+    """The source's linear classifier ('weight', 'bias'), refusing one with a hidden layer
+    unless only the backbone is asked for."""
+    if 'head.layers.pre_logits.weight' in sd and kind != 'backbone':
+        hidden = tuple(sd['head.layers.pre_logits.weight'].shape)
+        raise ValueError(
+            f'{path or "checkpoint"}: the classifier head has a hidden layer (mmpretrain '
+            f'VisionTransformerClsHead hidden_dim={hidden[0]}: Linear, Tanh, Linear), which '
+            "timm's and transformers' BEiT heads (one Linear) cannot hold; export the "
+            'backbone with --kind backbone, or fine-tune with head=dict(hidden_dim=None)')
+    for prefix in HEAD_PREFIXES:
+        head = {n: sd[prefix + n] for n in ('weight', 'bias') if prefix + n in sd}
+        if head:
+            return head
+    return {}
 
 
 def _config_heads(backbone_cfg: dict, width: int) -> int | None:
@@ -230,11 +247,6 @@ def _fold_neck(head: dict, sd: dict, model_cfg: dict, notes: list[str]) -> dict:
 
 
 # ---- helpers ---------------------------------------------------------------------------------
-def _hw(size) -> tuple[int, int]:
-    return (int(size), int(size)) if isinstance(size, (int, float)) else \
-        (int(size[0]), int(size[1]))
-
-
 def _pooling(src: ExportSource) -> dict:
     """How the source pools: 'avg' (mean of patch tokens) or 'token' (cls); which norms."""
     sd = src.state_dict

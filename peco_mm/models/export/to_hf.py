@@ -8,7 +8,8 @@ import torch
 
 from ...checkpoint.keymaps import HF_BEIT_NAMES, hf_qkv_names, rename_by_table
 from .card import image_processor, model_card
-from .source import (Export, ExportSource, HF_CLASSES, _head_bias, _hw, _identity_norm, _pooling,
+from .preprocessing import _hw
+from .source import (Export, ExportSource, HF_CLASSES, _head_bias, _identity_norm, _pooling,
                      _split_qkv_bias)
 
 

@@ -7,8 +7,9 @@ import re
 
 import torch
 
-from .card import data_config, model_card
-from .source import (Export, ExportSource, _expand_shared_table, _head_bias, _hw, _identity_norm,
+from .card import model_card
+from .preprocessing import _hw, data_config
+from .source import (Export, ExportSource, _expand_shared_table, _head_bias, _identity_norm,
                      _pooling, _split_qkv_bias)
 
 
@@ -94,8 +95,10 @@ def _timm_model_args(src: ExportSource, sd: dict, rel: str, use_vit: bool,
                     use_rel_pos_bias=rel == 'per_block', use_shared_rel_pos_bias=rel == 'shared',
                     global_pool=pooled['pool'], use_fc_norm=pooled['fc_norm'] or
                     not pooled['any_norm'])
-    if 'blocks.0.gamma_1' in src.state_dict:
-        args['init_values'] = kw['layer_scale_init_value'] or 0.1  # the weights replace it
+    # always stated: timm's beit_* presets default to layer scale 0.1 (the weights replace
+    # the value); without layer scale it is 0.0, not None, which timm.create_model drops
+    args['init_values'] = (kw['layer_scale_init_value'] or 0.1) \
+        if 'blocks.0.gamma_1' in src.state_dict else 0.0
     return args
 
 
