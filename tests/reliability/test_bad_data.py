@@ -191,3 +191,37 @@ def test_a_step_failing_after_the_file_was_read_is_named_not_the_file(cls_data):
         BadSampleGuard(ds, policy='skip', max_skips=0)[blue]
     other = next(i for i in range(len(ds)) if '/blue/' not in ds.get_data_info(i)['img_path'])
     assert BadSampleGuard(ds)[other]['img_path'].endswith('.png')
+
+
+# ---- videos ---------------------------------------------------------------------------------
+VIDEO_PIPELINE = [dict(type='DecordInit'),
+                  dict(type='SampleFrames', clip_len=2, frame_interval=2, num_clips=1,
+                       test_mode=True),
+                  dict(type='DecordDecode')]
+
+
+@pytest.fixture
+def video_list(tmp_path):
+    """4 tiny clips ('file label' list) of which c1_0.mp4 is cut in half."""
+    from tests.models.test_video_vit import write_videos
+    listing = write_videos(tmp_path / 'videos', per_class=2, seed=0)
+    cut = listing.parent / 'c1_0.mp4'
+    cut.write_bytes(cut.read_bytes()[:cut.stat().st_size // 2])
+    return listing
+
+
+def test_a_corrupt_video_is_named_not_its_index(video_list):
+    from mmaction.datasets import VideoDataset
+    from mmengine.registry import DefaultScope
+
+    from peco_mm.datasets.bad_samples import BadSampleGuard
+    with DefaultScope.overwrite_default_scope('mmaction'):
+        ds = VideoDataset(ann_file=str(video_list),
+                          data_prefix=dict(video=str(video_list.parent)),
+                          pipeline=VIDEO_PIPELINE)
+        cut = next(i for i in range(len(ds)) if ds.get_data_info(i)['filename'].endswith(
+            'c1_0.mp4'))
+        with pytest.raises(RuntimeError) as err:
+            BadSampleGuard(ds)[cut]
+    assert str(err.value).startswith(f'{video_list.parent / "c1_0.mp4"}: training sample '
+                                     f'{cut} failed to load (')
