@@ -140,7 +140,6 @@ def test_bad_checkpoints_fail_naming_the_path(tmp_path):
         PerceptualLoss('alexnet', None, allow_random=True)
 
 
-
 def test_nonfinite_weights_are_refused_at_load_naming_the_file(tmp_path):
     sd = _timm_vit().state_dict()
     sd['blocks.1.mlp.fc1.weight'][0, 0] = float('nan')
