@@ -14,16 +14,19 @@ from __future__ import annotations
 from .bad_samples import FILE_KEYS
 
 LABEL_KEYS = ('gt_label', 'label')  # mmpretrain, mmaction2
-HEAD_KEYS = ('head', 'cls_head')  # mmpretrain's ImageClassifier, mmaction2's Recognizer3D
+# the classifiers whose head learns the dataset's labels, and their head's key (a MIM head's
+# num_classes is the codebook size: its dataset's labels are not learned)
+CLASSIFIER_HEADS = {'ImageClassifier': 'head', 'Recognizer2D': 'cls_head',
+                    'Recognizer3D': 'cls_head'}
 
 
 def classifier_classes(cfg) -> tuple[str, int] | None:
     """('model.<head>.num_classes', n) of a classification / video model config, else None."""
     model = cfg.get('model') or {}
-    for key in HEAD_KEYS:
-        head = model.get(key) if isinstance(model, dict) else None
-        if isinstance(head, dict) and isinstance(head.get('num_classes'), int):
-            return f'model.{key}.num_classes', head['num_classes']
+    key = CLASSIFIER_HEADS.get(str(model.get('type', '')).split('.')[-1].split('::')[-1])
+    head = model.get(key) if key else None
+    if isinstance(head, dict) and isinstance(head.get('num_classes'), int):
+        return f'model.{key}.num_classes', head['num_classes']
     return None
 
 

@@ -338,3 +338,17 @@ def test_an_empty_validation_list_is_named(tmp_path):
     assert str(err.value) == (f'val_dataloader.dataset is empty: {empty} lists no sample; '
                               'check its ann_file and data_prefix')
     assert 'need at least one array to concatenate' in str(err.value.__cause__)
+
+
+def test_labels_are_checked_against_classifier_heads_only():
+    """A MIM head's num_classes is its codebook size: a pretraining set's labels (e.g. the
+    21841 classes of ImageNet-22k against 8192 codes) are not learned, so not checked."""
+    from peco_mm.datasets.label_checks import classifier_classes, label_problem
+    head = dict(num_classes=8192)
+    assert classifier_classes(dict(model=dict(type='PeCo', head=head))) is None
+    assert classifier_classes(dict(model=dict(type='mmpretrain.ImageClassifier', head=head))
+                              ) == ('model.head.num_classes', 8192)
+    assert classifier_classes(dict(model=dict(type='Recognizer3D', cls_head=dict(
+        num_classes=174)))) == ('model.cls_head.num_classes', 174)
+    assert label_problem([0, 3], 3, 'k') == 'label 3 is outside the 3 classes of k (allowed: 0..2)'
+    assert label_problem(np.array([2]), 3, 'k') is None
