@@ -1,11 +1,16 @@
 #!/usr/bin/env python3
-"""Decode every image and label map of a config's datasets and report every bad file.
+"""Decode every image, label map and video of a config's datasets and report every bad file.
 
 Builds the datasets of the chosen splits exactly as training would (same data_root, ann_file,
-data_prefix), then reads each sample's image (and segmentation label map) in --workers
-processes: empty or unreadable files, images that do not decode (corrupt, truncated), label
-maps that are RGB or not the size of their image. Prints one line per bad file with the reason
-and exits with status 1 if there is any (0 when all are good). A progress bar goes to stderr.
+data_prefix), then reads each sample's image (and segmentation label map) or video in
+--workers processes: empty or unreadable files, images and videos that do not decode
+(corrupt, truncated), label maps that are RGB or not the size of their image, or hold values
+outside the model's classes (`model.decode_head.num_classes`, after `reduce_zero_label`) or
+above 255 (a 16-bit map, which mmseg reads as 8 bits). Class labels of classification and
+video datasets are checked against `model.head.num_classes` / `model.cls_head.num_classes`
+(a missing label, -1, or one outside the classes). Prints one line per bad file with the
+reason and exits with status 1 if there is any (0 when all are good). A progress bar goes to
+stderr.
 
 Missing files of a COCO annotation file, and categories that do not match the config's
 classes, are reported when the dataset is built; boxes the dataset drops (zero or negative
@@ -18,6 +23,7 @@ import sys
 EPILOG = """examples:
   tools/check_dataset.py configs/peco/pretrain_vitb_in1k_300e.py --workers 16
   tools/check_dataset.py configs/peco/upernet_vitb_ade20k.py --split train val
+  tools/check_dataset.py configs/peco/timesformer_vitb_k400.py --split train val
   tools/check_dataset.py CONFIG --cfg-options train_dataloader.dataset.data_root=data/imagenet
 to train past a few bad files instead, put in the config:
   bad_samples = dict(policy='skip', max_skips=20)
@@ -41,20 +47,14 @@ def parse_args(argv=None):
     return args
 
 
-def leaf_datasets(dataset):
-    """The datasets that hold files (unwrapping Concat/Repeat/ClassBalanced wrappers)."""
-    if getattr(dataset, 'datasets', None):
-        return [leaf for d in dataset.datasets for leaf in leaf_datasets(d)]
-    if getattr(dataset, 'dataset', None) is not None:
-        return leaf_datasets(dataset.dataset)
-    return [dataset]
-
-
 def collect_samples(cfg, splits):
-    """{split: [(image path, label path or None), ...]}, [(what, why)] for build errors, and
-    the datasets' notes (e.g. dropped COCO boxes)."""
+    """{split: [Sample, ...]}, [(what, why)] for build errors and bad class labels, and the
+    datasets' notes (e.g. dropped COCO boxes)."""
     from mmengine.registry import DATASETS
+
+    from peco_mm.datasets.label_checks import classifier_classes, label_problems, leaf_datasets
     samples, errors, notes = {}, [], []
+    classes = classifier_classes(cfg)
     for split in splits:
         loader = cfg.get(f'{split}_dataloader')
         if not loader or not loader.get('dataset'):
@@ -66,15 +66,39 @@ def collect_samples(cfg, splits):
         except Exception as e:  # noqa: BLE001 (a missing annotation or image, a bad folder)
             errors.append((f'{split}_dataloader.dataset', f'{type(e).__name__}: {e}'))
             continue
-        pairs = []
+        if classes:
+            errors += label_problems(dataset, classes[1], classes[0])
+        rule = seg_rule(cfg)
+        found = []
         for ds in leaf_datasets(dataset):
             if getattr(ds, 'dropped_report', None):
                 notes.append(ds.dropped_report)
-            for i in range(len(ds)):
-                info = ds.get_data_info(i)
-                pairs.append((info.get('img_path'), info.get('seg_map_path')))
-        samples[split] = list(dict.fromkeys(pairs))  # a file shared by two splits: once each
-    return samples, errors, list(dict.fromkeys(notes))
+            found += [sample_of(ds.get_data_info(i), rule) for i in range(len(ds))]
+        samples[split] = list(dict.fromkeys(found))  # a file shared by two splits: once each
+    return samples, list(dict.fromkeys(errors)), list(dict.fromkeys(notes))
+
+
+def seg_rule(cfg):
+    """How label maps' values are checked: the model's decode_head classes and the label
+    check's ignore_index (None without a decode head)."""
+    from peco_mm.datasets.file_checks import SegRule
+    from peco_mm.datasets.seg_checks import label_checks
+    head = (cfg.get('model') or {}).get('decode_head')
+    head = head[0] if isinstance(head, (list, tuple)) and head else head
+    if not isinstance(head, dict) or not isinstance(head.get('num_classes'), int):
+        return None
+    ignore = next((c.get('ignore_index', 255) for _, c in label_checks(cfg)), 255)
+    return SegRule(head['num_classes'], ignore)
+
+
+def sample_of(info: dict, rule):
+    """The Sample (files, label rule) of one data info."""
+    from peco_mm.datasets.file_checks import Sample
+    seg = info.get('seg_map_path')
+    if seg and rule is not None:
+        rule = rule._replace(reduce_zero_label=bool(info.get('reduce_zero_label')))
+    video = info.get('filename') if isinstance(info.get('filename'), str) else None
+    return Sample(info.get('img_path'), seg, video, rule if seg else None)
 
 
 def check(pairs, workers: int):
@@ -121,10 +145,11 @@ def main(argv=None) -> int:
         raise SystemExit(f'check_dataset.py: {e}')
     samples, bad, notes = collect_samples(cfg, splits)
     pairs = list(dict.fromkeys(p for split in samples.values() for p in split))
-    n_img = len({p[0] for p in pairs if p[0]})
-    n_seg = len({p[1] for p in pairs if p[1]})
-    print(f'checking {n_img} images' + (f' and {n_seg} label maps' if n_seg else '')
-          + f' of {", ".join(samples) or "no split"} with {args.workers} workers', flush=True)
+    counts = [(len({p[i] for p in pairs if p[i]}), what) for i, what in
+              enumerate(('images', 'label maps', 'videos'))]
+    shown = ' and '.join(f'{n} {what}' for n, what in counts if n) or '0 images'
+    print(f'checking {shown} of {", ".join(samples) or "no split"} with {args.workers} '
+          'workers', flush=True)
     bad += check(pairs, args.workers)
     for note in notes:
         print(f'NOTE {note}')

@@ -1,7 +1,8 @@
 """What a training run does with a sample that cannot be loaded.
 
-One corrupt JPEG kills a 100-epoch run mid-epoch with mmcv's `failed to load image`, and a
-zero-byte PNG with an OpenCV assertion that names no file. `BadSampleGuard` wraps the
+One corrupt JPEG kills a 100-epoch run mid-epoch with mmcv's `failed to load image`, a
+zero-byte PNG with an OpenCV assertion that names no file, and a truncated video with
+decord's `Error reading N bytes`. `BadSampleGuard` wraps the
 training dataset (tools/train.py wraps every run's) and either stops at once naming the file
 and the reason (the default), or logs the file and takes the next sample, up to a limit.
 `tools/check_dataset.py CONFIG` finds every bad file before a run starts. An error raised in
@@ -113,11 +114,16 @@ def failing_step(err: BaseException) -> str | None:
     return name
 
 
+# where a sample's files are in its data info: image, label map (mmpretrain, mmdet, mmseg);
+# video file, frame folder (mmaction2)
+FILE_KEYS = ('img_path', 'seg_map_path', 'filename', 'frame_dir')
+
+
 def sample_files(dataset, idx: int) -> str:
-    """The files of sample `idx` (image, label map), as far as the dataset says."""
+    """The files of sample `idx` (image, label map, video), as far as the dataset says."""
     try:
         info = dataset.get_data_info(idx)
     except Exception:  # noqa: BLE001
         return f'sample {idx}'
-    files = [str(info[k]) for k in ('img_path', 'seg_map_path') if info.get(k)]
+    files = [str(info[k]) for k in FILE_KEYS if isinstance(info.get(k), str) and info[k]]
     return ', '.join(files) or f'sample {idx}'

@@ -1,16 +1,36 @@
-"""Decode one image or label file and say what is wrong with it (tools/check_dataset.py).
+"""Decode one image, label map or video and say what is wrong with it (tools/check_dataset.py).
 
 Images are decoded twice: with mmcv (OpenCV, what LoadImageFromFile uses by default), and with
-Pillow, which also notices a truncated JPEG that OpenCV pads with gray.
+Pillow, which also notices a truncated JPEG that OpenCV pads with gray. Label maps are also
+checked for values the model cannot learn (outside its classes, or above 255 in a 16-bit map,
+which mmseg reads as 8 bits). Videos are opened with decord (what mmaction2's DecordInit
+uses) and their first, middle and last frames decoded.
 """
 from __future__ import annotations
 
 import io
+from typing import NamedTuple
 
 import mmcv
 import numpy as np
 
-from .seg_checks import label_map_problem
+from .seg_checks import as_loaded, label_map_problem, label_value_problem, wide_label_problem
+
+
+class SegRule(NamedTuple):
+    """How a label map's values are checked: the model's classes, the ignored value and
+    whether LoadAnnotations reduces the zero label."""
+    num_classes: int | None
+    ignore_index: int = 255
+    reduce_zero_label: bool = False
+
+
+class Sample(NamedTuple):
+    """The files of one sample (None where it has none) and its label maps' rule."""
+    image: str | None = None
+    label_map: str | None = None
+    video: str | None = None
+    seg_rule: SegRule | None = None
 
 
 def read_bytes(path: str) -> tuple[bytes | None, str | None]:
@@ -50,28 +70,61 @@ def image_problem(path: str) -> tuple[str | None, tuple | None]:
     return problem, (None if img is None else img.shape[:2])
 
 
-def label_problem(path: str, img_shape: tuple | None) -> str | None:
-    """Why a segmentation label map is bad (unreadable, RGB, not its image's size), or None."""
+def label_problem(path: str, img_shape: tuple | None, rule: SegRule | None = None
+                  ) -> str | None:
+    """Why a segmentation label map is bad (unreadable, RGB, not its image's size, values
+    wrapped by an 8-bit read or outside the classes of `rule`), or None."""
     data, problem = read_bytes(path)
     if problem:
         return problem
     seg, problem = decode_problem(data, 'unchanged')
     if problem:
         return problem
-    return label_map_problem(np.squeeze(seg).shape, img_shape)
+    seg = np.squeeze(seg)
+    problem = label_map_problem(seg.shape, img_shape) or wide_label_problem(seg)
+    if problem or rule is None:
+        return problem
+    return label_value_problem(as_loaded(seg, rule.reduce_zero_label), rule.num_classes,
+                               rule.ignore_index, rule.reduce_zero_label)
 
 
-def sample_problems(sample: tuple[str | None, str | None]) -> list[tuple[str, str]]:
-    """[(file, reason), ...] for one (image path, label path or None) pair."""
-    img_path, seg_path = sample
+def video_problem(path: str) -> str | None:
+    """Why a video cannot be read (empty, not a video, no frames, a frame that does not
+    decode), or None."""
+    import os
+    try:
+        size = os.path.getsize(path)
+    except OSError as e:
+        return f'cannot be read ({e.strerror or e})'
+    if not size:
+        return 'empty file (0 bytes)'
+    import decord
+    try:
+        reader = decord.VideoReader(path, num_threads=1)
+        n = len(reader)
+        if n == 0:
+            return 'video has no frames'
+        reader.get_batch(sorted({0, n // 2, n - 1})).asnumpy()
+    except Exception as e:  # noqa: BLE001 (decord raises its own DECORDError / RuntimeError)
+        why = str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__
+        return f'cannot be decoded as a video ({size} bytes; {why})'
+    return None
+
+
+def sample_problems(sample: Sample) -> list[tuple[str, str]]:
+    """[(file, reason), ...] for one sample's image, label map and video."""
     out = []
     shape = None
-    if img_path:
-        problem, shape = image_problem(img_path)
+    if sample.image:
+        problem, shape = image_problem(sample.image)
         if problem:
-            out.append((img_path, problem))
-    if seg_path:
-        problem = label_problem(seg_path, shape)
+            out.append((sample.image, problem))
+    if sample.label_map:
+        problem = label_problem(sample.label_map, shape, sample.seg_rule)
         if problem:
-            out.append((seg_path, problem))
+            out.append((sample.label_map, problem))
+    if sample.video:
+        problem = video_problem(sample.video)
+        if problem:
+            out.append((sample.video, problem))
     return out

@@ -120,6 +120,7 @@ def prepare_runner(cfg: Config, mode: str, show_config: bool = False):
     process group), for training the work-dir lock, safeguard hooks and the training data's
     checks; every note it made, in the run's log (the machine's once per process on the
     console)."""
+    from .hooks.safeguards import check_dataset_labels
     notes = [sharded_clip_note(cfg)]
     cpu_note = cpu_mixed_precision(cfg)  # about the machine: once per process on the console
     malloc_note = apply_cpu_malloc((cfg.get('env_cfg') or {}).get('cpu_malloc', 'auto'),
@@ -132,6 +133,7 @@ def prepare_runner(cfg: Config, mode: str, show_config: bool = False):
     setup_cpu_distributed(cfg)
     with console.quiet_runner_logs(show_config):
         runner = build_runner(cfg)
+    check_dataset_labels(runner, mode)  # labels outside the head's classes, by file
     if mode == 'train':  # a training set that gives no batch, named before training
         check_train_batches(runner)
     if not show_config:

@@ -9,6 +9,12 @@ averages (it would give the codebook no gradient anyway); `loss` is the commitme
 Distributed: the per-step counts and sums are all-reduced and initialisation / restarts are
 drawn on rank 0 and broadcast, so every rank holds the same codebook after every step.
 
+Restarts draw from the quantizer's own random generator (seeded from torch's initial seed
+when it is built), whose state is part of the state dict (`quantizer._extra_state`): a run
+resumed from a checkpoint draws the same restarts as one never interrupted (torch's global
+random state is not in a checkpoint). A state dict without it (a file written before) keeps
+the generator as built.
+
 Dead codes are judged against the uniform usage rate: with N vectors per step over all ranks
 and K codes, a code used uniformly gets N/K assignments per step; a code whose EMA count falls
 below `restart_threshold`·N/K is dead. An absolute count would make the rule depend on the
@@ -157,6 +163,7 @@ class EMAVectorQuantizer(nn.Module):
         self.register_buffer('window_restarts', torch.zeros((), dtype=torch.long),
                              persistent=False)
         self.register_buffer('total_restarts', torch.zeros((), dtype=torch.long))
+        self.generator = torch.Generator().manual_seed(torch.initial_seed())  # restarts' draws
 
     # ---- public API -----------------------------------------------------------------------
     def forward(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -266,7 +273,11 @@ class EMAVectorQuantizer(nn.Module):
         if n_dead == 0:
             return 0
         data = _all_gather_rows(flat)
-        new = data[_sample_rows(data.shape[0], n_dead, data.device)]
+        if dist.get_world_size() > 1:  # every rank draws as rank 0 (one state to checkpoint)
+            state = self.generator.get_state()
+            dist.broadcast(state, src=0)
+            self.generator.set_state(state.cpu())
+        new = data[_sample_rows(data.shape[0], n_dead, data.device, self.generator)]
         new = new.contiguous()
         dist.broadcast(new, src=0)
         self.embedding[dead] = new
@@ -275,6 +286,28 @@ class EMAVectorQuantizer(nn.Module):
         self.window_restarts.add_(n_dead)
         self.total_restarts.add_(n_dead)
         return n_dead
+
+    # ---- the restarts' random state in the state dict ----------------------------------------
+    def get_extra_state(self) -> torch.Tensor:
+        return self.generator.get_state()
+
+    def set_extra_state(self, state) -> None:
+        expected = self.generator.get_state()
+        if (not isinstance(state, torch.Tensor) or state.dtype != torch.uint8
+                or state.shape != expected.shape):
+            got = (f'{state.dtype} {tuple(state.shape)}' if isinstance(state, torch.Tensor)
+                   else type(state).__name__)
+            raise ValueError(f'quantizer._extra_state: expected the restarts\' random state, '
+                             f'a uint8 tensor of shape {tuple(expected.shape)}; got {got}')
+        self.generator.set_state(state.cpu())
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
+                              unexpected_keys, error_msgs) -> None:
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+        key = prefix + '_extra_state'
+        if key in missing_keys:  # a file written before: the generator stays as built
+            missing_keys.remove(key)
 
     # ---- health ----------------------------------------------------------------------------------
     @torch.no_grad()

@@ -33,6 +33,7 @@ import torch.nn as nn
 from ..checkpoint import cnn_backbone_state_dict, read_checkpoint
 from ..models.vit import PeCoViT
 from ..registry import MODELS
+from ..utils.finite import nonfinite_names
 from ..utils.quiet import quiet_logs
 
 NETS = ('vit', 'resnet50', 'vgg16')
@@ -88,6 +89,8 @@ class PerceptualLoss(nn.Module):
             feat_net = build_resnet50(checkpoint, layers)
         else:
             feat_net = build_vgg16(checkpoint, layers)
+        if checkpoint is not None:
+            refuse_nonfinite(feat_net, checkpoint, net)
         feat_net.eval()
         for p in feat_net.parameters():
             p.requires_grad_(False)
@@ -191,6 +194,17 @@ def build_vit(checkpoint: str | None, layers: Sequence[int], vit_cfg: dict) -> n
         raise ValueError(f'perceptual loss (vit): layers {tuple(layers)} but {checkpoint or "the"}'
                          f' ViT has {vit.num_layers} blocks')
     return ViTFeatures(vit, idx)
+
+
+def refuse_nonfinite(feat_net: nn.Module, checkpoint: str, net: str) -> None:
+    """Raise ValueError naming the file when the loaded network holds NaN/inf: its features,
+    and so the perceptual loss, would be NaN from the first step on."""
+    bad = nonfinite_names(feat_net)
+    if bad:
+        shown = ', '.join(bad[:3]) + (' ...' if len(bad) > 3 else '')
+        raise ValueError(f'perceptual loss ({net}): {checkpoint!r} holds NaN/inf in {len(bad)} '
+                         f'weight tensor(s) ({shown}); the frozen network must be finite: use '
+                         'another checkpoint of it')
 
 
 def _load_torchvision_state(checkpoint: str, net: str) -> dict:

@@ -343,6 +343,9 @@ def load_tokenizer_state(model: PeCoTokenizer, path: str, ckpt: dict | None = No
     sd = tokenizer_state_dict(ckpt)
     wanted = TOKENIZER_PREFIXES + (('decoder.',) if model.decoder is not None else ())
     own = {k: v for k, v in model.state_dict().items() if k.startswith(wanted)}
+    # the restarts' random state (quantizer._extra_state): training state, absent from files
+    # written before it; a frozen tokenizer draws nothing
+    own = {k: v for k, v in own.items() if k in sd or not k.endswith('._extra_state')}
     missing = sorted(set(own) - set(sd))
     if missing:
         raise ValueError(f'{path}: not a PeCoTokenizer checkpoint for this architecture: '

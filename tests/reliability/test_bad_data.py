@@ -141,14 +141,52 @@ def check_dataset(args, capsys):
 def test_seg_labels_in_tool_and_run(tmp_path, ade_root, isolated_mmengine, capsys):
     from peco_mm.engine.launch import run
     expected = damage_labels(ade_root)
+    expected.update(damage_label_values(ade_root))  # named by the tool, not by mmseg
     cfg = write_cfg(tmp_path / 'upernet.py', TINY_UPERNET, data=ade_root, lr=1e-3, iters=8)
     status, out = check_dataset([cfg, '--split', 'train'], capsys)
-    assert status == 1
+    assert status == 1 and out.count('BAD ') == 5, out
     for path, why in expected.items():
         assert f'BAD {path}: {why}' in out
     with pytest.raises(RuntimeError) as err:  # the run stops at the first it reads
         run(str(cfg), str(tmp_path / 'work'))
     assert any(f'{path}: {why}' in str(err.value) for path, why in expected.items())
+
+
+WRAPPED = ('label map is 16-bit with values up to 300: mmseg reads label maps as 8 bits, so '
+           'values above 255 wrap around (300 is read as 44); save class indices 0..255 in an '
+           '8-bit PNG')
+
+
+def damage_label_values(ade):
+    """A 16-bit label map (mmseg reads 8 bits: 300 -> 44, a valid class of 150) and an 8-bit
+    one with a value outside the model's 150 classes, among the training label maps."""
+    import cv2
+    files = sorted((ade / 'annotations' / 'training').glob('*.png'))
+    wide = np.array(Image.open(files[3])).astype(np.uint16)
+    wide[0, 0] = 300
+    cv2.imwrite(str(files[3]), wide)  # a 16-bit PNG
+    high = np.array(Image.open(files[4]))
+    high[0, :3] = 200  # 199 after reduce_zero_label, not below 150
+    Image.fromarray(high).save(files[4])
+    return {str(files[3]): WRAPPED,
+            str(files[4]): 'label values [199] are outside the 150 classes (allowed: 0..149 and '
+                           'ignore_index=255, after reduce_zero_label maps 0 -> ignore and k -> '
+                           'k-1)'}
+
+
+def test_16bit_label_map_is_named_by_the_training_check(ade_root):
+    from mmcv.transforms import LoadImageFromFile
+    from mmseg.datasets.transforms import LoadAnnotations
+
+    from peco_mm.datasets.seg_checks import CheckSegLabels
+    path = next(iter(damage_label_values(ade_root)))
+    img = str(ade_root / 'images' / 'training' / (path.split('/')[-1][:-4] + '.jpg'))
+    results = LoadAnnotations()(LoadImageFromFile()(dict(
+        img_path=img, seg_map_path=path, reduce_zero_label=True, seg_fields=[])))
+    assert results['gt_seg_map'][0, 0] == 43  # what training would learn: a valid class
+    with pytest.raises(ValueError) as err:
+        CheckSegLabels(num_classes=150)(results)
+    assert str(err.value) == f'{path}: {WRAPPED}'
 
 
 def test_check_dataset_on_coco(tmp_path, coco_root, isolated_mmengine, capsys):
@@ -191,3 +229,126 @@ def test_a_step_failing_after_the_file_was_read_is_named_not_the_file(cls_data):
         BadSampleGuard(ds, policy='skip', max_skips=0)[blue]
     other = next(i for i in range(len(ds)) if '/blue/' not in ds.get_data_info(i)['img_path'])
     assert BadSampleGuard(ds)[other]['img_path'].endswith('.png')
+
+
+# ---- videos ---------------------------------------------------------------------------------
+VIDEO_PIPELINE = [dict(type='DecordInit'),
+                  dict(type='SampleFrames', clip_len=2, frame_interval=2, num_clips=1,
+                       test_mode=True),
+                  dict(type='DecordDecode')]
+
+
+@pytest.fixture
+def video_list(tmp_path):
+    """4 tiny clips ('file label' list) of which c1_0.mp4 is cut in half."""
+    from tests.models.test_video_vit import write_videos
+    listing = write_videos(tmp_path / 'videos', per_class=2, seed=0)
+    cut = listing.parent / 'c1_0.mp4'
+    cut.write_bytes(cut.read_bytes()[:cut.stat().st_size // 2])
+    return listing
+
+
+def test_a_corrupt_video_is_named_not_its_index(video_list):
+    from mmaction.datasets import VideoDataset
+    from mmengine.registry import DefaultScope
+
+    from peco_mm.datasets.bad_samples import BadSampleGuard
+    with DefaultScope.overwrite_default_scope('mmaction'):
+        ds = VideoDataset(ann_file=str(video_list),
+                          data_prefix=dict(video=str(video_list.parent)),
+                          pipeline=VIDEO_PIPELINE)
+        cut = next(i for i in range(len(ds)) if ds.get_data_info(i)['filename'].endswith(
+            'c1_0.mp4'))
+        with pytest.raises(RuntimeError) as err:
+            BadSampleGuard(ds)[cut]
+    assert str(err.value).startswith(f'{video_list.parent / "c1_0.mp4"}: training sample '
+                                     f'{cut} failed to load (')
+
+
+def video_cfg(tmp_path, listing):
+    """The tiny TimeSformer config of the video tests on `listing` (train and val)."""
+    import textwrap
+
+    from tests.models.test_video_vit import TINY_VIDEO_CFG
+    cfg = tmp_path / 'timesformer_tiny.py'
+    cfg.write_text(textwrap.dedent(TINY_VIDEO_CFG.format(
+        base=str(ROOT / 'configs/peco/timesformer_vitb_k400.py'), test_mode='True',
+        train=str(listing), train_root=str(listing.parent), val=str(listing),
+        val_root=str(listing.parent))))
+    return cfg
+
+
+def mislabel(listing):
+    """c0_1 labelled 7 (the head has 2 classes), c1_1 without a label."""
+    text = listing.read_text().replace('c0_1.mp4 0', 'c0_1.mp4 7')
+    listing.write_text(text.replace('c1_1.mp4 1', 'c1_1.mp4'))
+    return {str(listing.parent / 'c0_1.mp4'): 'label 7 is outside the 2 classes of '
+            'model.cls_head.num_classes (allowed: 0..1)',
+            str(listing.parent / 'c1_1.mp4'): 'no label (its annotation line names only the '
+            'file); expected a class index 0..1'}
+
+
+def test_check_dataset_checks_videos_and_their_labels(tmp_path, video_list, isolated_mmengine,
+                                                      capsys):
+    expected = mislabel(video_list)
+    status, out = check_dataset([video_cfg(tmp_path, video_list), '--split', 'train',
+                                 '--workers', '0'], capsys)
+    assert status == 1 and 'checking 4 videos of train with 0 workers' in out, out
+    for path, why in expected.items():
+        assert f'BAD {path}: {why}\n' in out
+    cut = video_list.parent / 'c1_0.mp4'
+    assert f'BAD {cut}: cannot be decoded as a video ({cut.stat().st_size} bytes; ' in out
+    assert out.count('BAD ') == 3 and out.rstrip().endswith('3 bad file(s)')
+
+
+def test_training_stops_naming_video_labels_the_head_cannot_learn(tmp_path, video_list,
+                                                                  isolated_mmengine):
+    from peco_mm.engine.launch import run
+    expected = mislabel(video_list)
+    with pytest.raises(ValueError) as err:
+        run(str(video_cfg(tmp_path, video_list)), str(tmp_path / 'work'))
+    first, second = expected.items()
+    assert str(err.value) == (
+        f'train_dataloader.dataset: 2 sample(s) with a label the model cannot learn: '
+        f'{first[0]}: {first[1]}; {second[0]}: {second[1]}. Fix the annotation file (one '
+        '"file label" line per sample) or the head\'s num_classes; tools/check_dataset.py '
+        'CONFIG lists them all.')
+
+
+def test_an_empty_validation_list_is_named(tmp_path):
+    """mmengine fails on an empty list with numpy's 'need at least one array to concatenate'
+    while it builds the loop; the launcher's check names the list instead."""
+    from types import SimpleNamespace
+
+    from mmaction.datasets import VideoDataset
+    from mmengine.config import Config
+
+    from peco_mm.engine.hooks.safeguards import built_loop
+    empty = tmp_path / 'empty.txt'
+    empty.write_text('')
+
+    class Runner(SimpleNamespace):
+        @property
+        def val_loop(self):  # as mmengine builds it: the dataset first
+            return VideoDataset(ann_file=str(empty), pipeline=[])
+
+    runner = Runner(cfg=Config(dict(val_dataloader=dict(dataset=dict(ann_file=str(empty))))))
+    with pytest.raises(ValueError) as err:
+        built_loop(runner, 'val')
+    assert str(err.value) == (f'val_dataloader.dataset is empty: {empty} lists no sample; '
+                              'check its ann_file and data_prefix')
+    assert 'need at least one array to concatenate' in str(err.value.__cause__)
+
+
+def test_labels_are_checked_against_classifier_heads_only():
+    """A MIM head's num_classes is its codebook size: a pretraining set's labels (e.g. the
+    21841 classes of ImageNet-22k against 8192 codes) are not learned, so not checked."""
+    from peco_mm.datasets.label_checks import classifier_classes, label_problem
+    head = dict(num_classes=8192)
+    assert classifier_classes(dict(model=dict(type='PeCo', head=head))) is None
+    assert classifier_classes(dict(model=dict(type='mmpretrain.ImageClassifier', head=head))
+                              ) == ('model.head.num_classes', 8192)
+    assert classifier_classes(dict(model=dict(type='Recognizer3D', cls_head=dict(
+        num_classes=174)))) == ('model.cls_head.num_classes', 174)
+    assert label_problem([0, 3], 3, 'k') == 'label 3 is outside the 3 classes of k (allowed: 0..2)'
+    assert label_problem(np.array([2]), 3, 'k') is None

@@ -112,3 +112,83 @@ def test_second_run_in_a_work_dir_is_refused(tmp_path, cls_data, isolated_mmengi
     run(str(cfg), str(work), {'train_cfg.max_iters': 2}, resume='auto')
     assert f'took over the stale lock of pid {other.pid} on host' in run_log(work)
     assert not (work / '.peco_lock').exists()  # released at the end of the run
+
+
+def try_lock(work, results, barrier):
+    """In a forked process: take the lock at the barrier, report, hold it until all did."""
+    import os
+
+    from peco_mm.engine.work_dir_lock import lock_work_dir
+    barrier.wait()
+    try:
+        results.put(('ok', os.getpid(), lock_work_dir(str(work))))
+    except RuntimeError as e:
+        results.put(('refused', os.getpid(), str(e)))
+    barrier.wait()
+
+
+def race_for_lock(work, n):
+    """[(outcome, pid, note or message)] of n processes taking the lock at the same time."""
+    import multiprocessing
+    ctx = multiprocessing.get_context('fork')
+    results, barrier = ctx.Queue(), ctx.Barrier(n)
+    procs = [ctx.Process(target=try_lock, args=(work, results, barrier)) for _ in range(n)]
+    for p in procs:
+        p.start()
+    out = [results.get(timeout=30) for _ in procs]
+    for p in procs:
+        p.join()
+    return sorted(out, key=lambda r: r[0])
+
+
+def test_racing_takeovers_of_a_stale_lock_leave_one_owner(tmp_path, monkeypatch):
+    import subprocess
+    import sys
+    import time
+
+    from peco_mm.engine import work_dir_lock
+    gone = subprocess.Popen([sys.executable, '-c', 'pass'])
+    gone.wait()
+    work = tmp_path / 'work'
+    write_lock(work, gone.pid)
+    alive = work_dir_lock.pid_alive
+
+    def slow_pid_alive(pid):  # widens the window between reading the lock and replacing it
+        time.sleep(0.1)
+        return alive(pid)
+
+    monkeypatch.setattr(work_dir_lock, 'pid_alive', slow_pid_alive)
+    out = race_for_lock(work, 5)
+    assert [r[0] for r in out] == ['ok'] + ['refused'] * 4, out
+    winner = out[0][1]
+    assert out[0][2].endswith(f'took over the stale lock of pid {gone.pid} on host '
+                              f'{__import__("socket").gethostname()}, started '
+                              '2026-01-01T00:00:00, which no longer runs')
+    for _, _, msg in out[1:]:  # every other process names the winner, not the dead run
+        assert msg.startswith(f'work dir {work} is in use by another training run (pid '
+                              f'{winner} on host'), msg
+
+
+def test_empty_lock_file_is_taken_over_and_a_held_lock_refused(tmp_path):
+    import json
+    import os
+
+    from peco_mm.engine.work_dir_lock import lock_work_dir, unlock_work_dir
+    work = tmp_path / 'work'
+    work.mkdir()
+    (work / '.peco_lock').write_bytes(b'')  # a kill between creating and writing it
+    note = lock_work_dir(str(work))
+    try:
+        assert note == (f'{work / ".peco_lock"}: took over a lock file that names no run '
+                        '(empty or unreadable: a run killed while it started)')
+        assert json.loads((work / '.peco_lock').read_text())['pid'] == os.getpid()
+        (work / '.peco_lock').write_bytes(b'')  # the text is gone, the holder still runs
+        out = race_for_lock(work, 1)
+        assert out[0][0] == 'refused' and 'in use by another training run' in out[0][2]
+    finally:
+        (work / '.peco_lock').write_text(json.dumps(dict(
+            host=__import__('socket').gethostname(), pid=os.getpid())))
+        unlock_work_dir(str(work))
+    assert not (work / '.peco_lock').exists()
+    assert lock_work_dir(str(work)) is None  # a fresh lock: no note
+    unlock_work_dir(str(work))

@@ -138,3 +138,17 @@ def test_bad_checkpoints_fail_naming_the_path(tmp_path):
             PerceptualLoss(net, str(bogus))
     with pytest.raises(ValueError, match='allowed'):
         PerceptualLoss('alexnet', None, allow_random=True)
+
+
+def test_nonfinite_weights_are_refused_at_load_naming_the_file(tmp_path):
+    sd = _timm_vit().state_dict()
+    sd['blocks.1.mlp.fc1.weight'][0, 0] = float('nan')
+    sd['blocks.2.norm1.bias'][5] = float('inf')
+    path = tmp_path / 'vit_nan.pth'
+    torch.save(sd, path)
+    with pytest.raises(ValueError) as err:
+        PerceptualLoss('vit', str(path), layers=(1, 2), vit_cfg=dict(num_heads=4))
+    assert str(err.value) == (
+        f'perceptual loss (vit): {str(path)!r} holds NaN/inf in 2 weight tensor(s) '
+        '(vit.blocks.1.mlp.fc1.weight, vit.blocks.2.norm1.bias); the frozen network must be '
+        'finite: use another checkpoint of it')

@@ -116,6 +116,49 @@ def test_dead_codes_restarted_from_current_outputs():
         EMAVectorQuantizer(16, 2, restart_threshold=1.0)
 
 
+def _restart_steps(vq, steps, first=0):
+    """`steps` training steps on data where most codes die (3 tight clusters, K = 16)."""
+    for step in range(first, first + steps):
+        g = torch.Generator().manual_seed(step)  # the data of a step: the same in both runs
+        z = (torch.randint(0, 3, (1, 1, 6, 6), generator=g).float() * 5
+             + 0.1 * torch.randn(1, 2, 6, 6, generator=g))
+        vq(z.requires_grad_())
+    return vq
+
+
+def test_a_resumed_quantizer_restarts_as_an_uninterrupted_one():
+    """Restarts draw from the quantizer's generator, saved in its state dict: resumed in a
+    process whose global random state differs, the codebook follows the same path."""
+    import io
+
+    def fresh():
+        return EMAVectorQuantizer(16, 2, decay=0.5, init='data', restart_threshold=0.5).train()
+
+    torch.manual_seed(0)
+    whole = _restart_steps(fresh(), 12)
+    torch.manual_seed(0)
+    first = _restart_steps(fresh(), 6)
+    buf = io.BytesIO()
+    torch.save(first.state_dict(), buf)
+    restarts_before = int(first.total_restarts)
+    torch.manual_seed(123)  # a new process: another global random state
+    resumed = fresh()
+    buf.seek(0)
+    resumed.load_state_dict(torch.load(buf, weights_only=True))
+    _restart_steps(resumed, 6, first=6)
+    assert torch.equal(resumed.embedding, whole.embedding)
+    assert int(resumed.total_restarts) == int(whole.total_restarts)
+    assert int(resumed.total_restarts) > restarts_before  # restarts happened after the resume
+    # a state dict written before the generator was saved still loads (strictly)
+    old = {k: v for k, v in whole.state_dict().items() if k != '_extra_state'}
+    EMAVectorQuantizer(16, 2).load_state_dict(old)
+    from peco_mm.engine.hooks.resume_check import weight_diffs
+    assert weight_diffs(old, whole.state_dict()) == []  # and --resume accepts it
+    with pytest.raises(ValueError, match=r"quantizer._extra_state: expected the restarts' "
+                       r'random state, a uint8 tensor of shape \(5056,\); got torch.float32'):
+        EMAVectorQuantizer(16, 2).load_state_dict({**old, '_extra_state': torch.zeros(5056)})
+
+
 def _restarts_per_100_steps(vectors_per_step: int, steps: int = 400, seed: int = 0) -> float:
     """K = 256 codes, decay 0.99, data from 64 Gaussian clusters used with Zipf frequencies;
     restarts per 100 steps over the second half of the run (after the EMA settled)."""

@@ -33,6 +33,7 @@ from mmengine.model import is_model_wrapper
 from ...checkpoint.mmengine_loaders import weights_only_message_hub
 from ...checkpoint.reader import file_problem
 from ...registry import HOOKS
+from ...utils.finite import nonfinite_names
 
 PART_SUFFIX = '.part'
 
@@ -260,10 +261,10 @@ def nonfinite_tensors(model: torch.nn.Module, agree: bool = True) -> list[str]:
     module = model.module if is_model_wrapper(model) else model
     if not isinstance(module, torch.nn.Module):
         return []
-    tensors = list(module.named_parameters()) + list(module.named_buffers())
-    bad = [n for n, t in tensors if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    bad = nonfinite_names(module)
     if agree and dist.get_world_size() > 1:
-        count = torch.tensor([float(len(bad))], device=tensors[0][1].device if tensors else None)
+        tensors = list(module.parameters()) + list(module.buffers())
+        count = torch.tensor([float(len(bad))], device=tensors[0].device if tensors else None)
         dist.all_reduce(count, op='sum')  # every rank agrees (FSDP: each checks its shard)
         if count.item() and not bad:
             bad = ['(on another rank)']

@@ -130,7 +130,8 @@ def short_repr(value) -> str:
 def weight_diffs(state: dict, own: dict) -> list[str]:
     """Missing / unexpected / differently shaped weights, a few named."""
     out = []
-    missing = [k for k in own if k not in state]
+    # extra state (the quantizer's random state) is absent from files written before it
+    missing = [k for k in own if k not in state and k.rsplit('.', 1)[-1] != '_extra_state']
     unexpected = [k for k in state if k not in own]
     shaped = [k for k in own if k in state and hasattr(state[k], 'shape')
               and tuple(state[k].shape) != tuple(own[k].shape)]

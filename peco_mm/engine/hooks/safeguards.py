@@ -138,3 +138,41 @@ def check_train_batches(runner) -> None:
         f'with drop_last=True{per_rank}. Lower train_dataloader.batch_size (at most '
         f'{max(n // max(runner.world_size, 1), 1)}), set train_dataloader.drop_last=False, or '
         'check the dataset (data_root, ann_file).')
+
+
+def check_dataset_labels(runner, mode: str) -> None:
+    """Raise ValueError naming the files of the samples whose label the model's head cannot
+    learn (no label, or one outside its classes), or an empty validation / test set, before
+    the first step (classification and video configs; `peco_mm.datasets.label_checks`)."""
+    from ...datasets.label_checks import classifier_classes, describe_problems, label_problems
+    classes = classifier_classes(runner.cfg)
+    if classes is None:
+        return
+    for split in ('train', 'val') if mode == 'train' else ('test',):
+        loop = built_loop(runner, split)
+        if loop is None:
+            continue
+        dataset = loop.dataloader.dataset
+        if len(dataset) == 0:
+            raise empty_dataset_error(runner.cfg, split)
+        problems = label_problems(dataset, classes[1], classes[0])
+        if problems:
+            raise ValueError(describe_problems(f'{split}_dataloader.dataset', problems))
+
+
+def built_loop(runner, split: str):
+    """The runner's `split` loop, built here as train() / test() would; an empty dataset
+    (mmengine fails with numpy's `need at least one array to concatenate`) is named."""
+    try:
+        return getattr(runner, f'{split}_loop')
+    except ValueError as e:
+        if 'need at least one array to concatenate' not in str(e):
+            raise
+        raise empty_dataset_error(runner.cfg, split) from e
+
+
+def empty_dataset_error(cfg, split: str) -> ValueError:
+    dataset = (cfg.get(f'{split}_dataloader') or {}).get('dataset') or {}
+    ann = dataset.get('ann_file') or 'its annotation file'
+    return ValueError(f'{split}_dataloader.dataset is empty: {ann} lists no sample; check its '
+                      'ann_file and data_prefix')
