@@ -83,6 +83,12 @@ def skipped() -> bool:
     return os.environ.get(SKIP_ENV, '') not in ('', '0')
 
 
+def validates(cfg) -> bool:
+    """Whether training runs a validation loop: mmengine builds one whenever `val_cfg` is not
+    None and a val dataloader is set, an empty `val_cfg=dict()` (the mmpretrain configs') too."""
+    return cfg.get('val_cfg') is not None and bool(cfg.get('val_dataloader'))
+
+
 # ---- checkpoints ------------------------------------------------------------------------------
 def _is_local(path) -> bool:
     return isinstance(path, str) and bool(path) and '://' not in path
@@ -136,7 +142,7 @@ def checkpoint_problems(cfg, mode: str = 'train', resume=None,
 
     walk(cfg.get('model') or {}, 'model')
     evaluators = ('test_evaluator',) if mode == 'test' else (
-        ('val_evaluator',) if cfg.get('val_cfg') else ())
+        ('val_evaluator',) if validates(cfg) else ())
     for name in evaluators:
         walk(cfg.get(name) or {}, name)
     if mode == 'test' and checkpoint is not None and not osp.isfile(checkpoint):
@@ -290,7 +296,7 @@ def find_problems(cfg, mode: str = 'train', phases=None, resume=None,
     """Every missing input of `cfg` for a train or test run (see the module docstring)."""
     if phases is None:
         phases = ('test',) if mode == 'test' else (
-            ('train', 'val') if cfg.get('val_cfg') else ('train',))
+            ('train', 'val') if validates(cfg) else ('train',))
     return merge(checkpoint_problems(cfg, mode, resume, checkpoint)
                  + dataset_problems(cfg, phases))
 

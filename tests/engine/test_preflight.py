@@ -142,3 +142,18 @@ def test_train_py_single_process_prints_the_block_without_traceback(tmp_path):
     assert 'Traceback' not in proc.stderr
     assert proc.stderr.count('inputs of this config are missing') == 1
     assert "data_root 'data/coco/' does not exist" in proc.stderr
+
+
+@pytest.mark.parametrize('name', ['finetune_vitb_in1k.py', 'linear_vitb_in1k.py',
+                                  'recon_deit_tiny_in1k.py'])
+def test_mmpretrain_hosted_configs_check_their_val_folder(in_tmp, name):
+    """Their host configs set `val_cfg = dict()`: empty, yet mmengine runs the val loop."""
+    (in_tmp / 'data' / 'imagenet' / 'train' / 'n01440764').mkdir(parents=True)
+    keys = [p.key for p in _problems(name)]
+    assert 'val_dataloader.dataset.split' in keys, keys
+    assert not any(k.startswith('train_dataloader') for k in keys), keys
+    (in_tmp / 'data' / 'imagenet' / 'val' / 'n01440764').mkdir(parents=True)
+    assert not any(p.key.startswith('val_') for p in _problems(name))
+    # --no-validate drops the loop and the check
+    cfg = preflight.load(str(CFG / name), no_validate=True)
+    assert preflight.validates(cfg) is False
