@@ -223,6 +223,31 @@ def _has_subfolder(path: str) -> bool:
         return any(e.is_dir() for e in it)
 
 
+def _evaluator_items(cfg, phase):
+    """(key, evaluator dict) of a phase's evaluator, or of each one of a list."""
+    evaluators = cfg.get(f'{phase}_evaluator')
+    if isinstance(evaluators, (list, tuple)):
+        return [(f'{phase}_evaluator.{i}', ev) for i, ev in enumerate(evaluators)]
+    return [(f'{phase}_evaluator', evaluators)]
+
+
+def root_options(cfg, root: str) -> str:
+    """The --cfg-options that move a data root: the data_root of every loader that reads it
+    (train, val, test) and every evaluator annotation file below it (COCO's), so one round
+    of the fix is enough."""
+    keys = []
+    for loader, ds in dataset_cfgs(cfg):
+        if ds.get('data_root') == root and f'{loader}.dataset.data_root=PATH' not in keys:
+            keys.append(f'{loader}.dataset.data_root=PATH')
+    base = root.rstrip('/') + '/'
+    for phase in ('val', 'test'):
+        for key, ev in _evaluator_items(cfg, phase):
+            ann = ev.get('ann_file') if isinstance(ev, dict) else None
+            if _is_local(ann) and ann.startswith(base):
+                keys.append(f'{key}.ann_file=PATH/{ann[len(base):]}')
+    return ' '.join(keys)
+
+
 def dataset_problems(cfg, phases=('train', 'val', 'test')) -> list[Problem]:
     """Missing data roots, annotation files and image / label folders of the loaders of
     `phases` (and of their evaluators' annotation files), each with the expected layout."""
@@ -241,7 +266,7 @@ def dataset_problems(cfg, phases=('train', 'val', 'test')) -> list[Problem]:
                                f'{loader}: dataset {dtype} data_root {root!r} does not exist',
                                details + [f'Fix: put the data there (a symlink data -> '
                                           f'/your/datasets works), or --cfg-options '
-                                          f'{key}.data_root=PATH'], root))
+                                          f'{root_options(cfg, root)}'], root))
             continue
         ann = ds.get('ann_file') or ''
         if not ann and ds.get('split'):  # mmpretrain reads meta/<split>.txt when it exists
@@ -265,13 +290,11 @@ def dataset_problems(cfg, phases=('train', 'val', 'test')) -> list[Problem]:
                                    'folders (and no annotation file lists its images)',
                                    details, path + '/<class>'))
     for phase in phases:
-        evaluators = cfg.get(f'{phase}_evaluator') if cfg.get(f'{phase}_dataloader') else None
-        for i, ev in enumerate(evaluators if isinstance(evaluators, (list, tuple))
-                               else [evaluators]):
+        if not cfg.get(f'{phase}_dataloader'):
+            continue
+        for key, ev in _evaluator_items(cfg, phase):
             ann = ev.get('ann_file') if isinstance(ev, dict) else None
             if _is_local(ann) and not osp.isfile(ann):
-                key = f'{phase}_evaluator' + (f'.{i}' if isinstance(evaluators, (list, tuple))
-                                              else '')
                 out.append(Problem(f'{key}.ann_file', f'{key}: ann_file {ann!r} does not exist',
                                    [f'Fix: --cfg-options {key}.ann_file=PATH'], ann))
     return out

@@ -157,3 +157,32 @@ def test_mmpretrain_hosted_configs_check_their_val_folder(in_tmp, name):
     # --no-validate drops the loop and the check
     cfg = preflight.load(str(CFG / name), no_validate=True)
     assert preflight.validates(cfg) is False
+
+
+@pytest.mark.parametrize('name', ['mask_rcnn_vitb_coco.py', 'finetune_vitb_in1k.py'])
+def test_the_missing_root_fix_moves_every_key_in_one_round(in_tmp, name):
+    """Following the printed fix (PATH = where the data is) leaves no dataset problem: the
+    val / test loaders' roots and COCO's evaluator annotation files are named with the train
+    loader's."""
+    problem = next(p for p in _problems(name) if p.key.endswith('data_root'))
+    fix = problem.details[-1].split('--cfg-options ', 1)[1]
+    data = in_tmp / 'elsewhere'
+    for folder in ('train2017', 'val2017', 'annotations', 'train/n01', 'val/n01'):
+        (data / folder).mkdir(parents=True)
+    for split in ('train', 'val'):
+        (data / 'annotations' / f'instances_{split}2017.json').write_text('{}')
+    options = dict(item.replace('PATH', str(data)).split('=', 1) for item in fix.split())
+    assert 'val_dataloader.dataset.data_root' in options, fix
+    cfg = preflight.load(str(CFG / name), options)
+    for mode in ('train', 'test'):
+        left = preflight.find_problems(cfg, mode, checkpoint='t.pth' if mode == 'test' else None)
+        assert [p.key for p in left if 'dataloader' in p.key or 'evaluator' in p.key] == []
+
+
+def test_the_report_names_only_flags_that_train_and_test_take():
+    from tests.conftest import load_tool
+    text = preflight.report([preflight.Problem('k', 'm')])
+    flags = [f for f in text.split() if f.startswith('--')]
+    assert flags == ['--skip-preflight']
+    assert load_tool('train').parse_args(['c.py', *flags]).skip_preflight
+    assert load_tool('test').parse_args(['c.py', 'w.pth', *flags]).skip_preflight
