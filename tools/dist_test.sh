@@ -16,10 +16,7 @@
 # PYTHON       the interpreter (default: the repository's .venv, else python)
 # Without CUDA the processes talk over gloo on CPU.
 set -euo pipefail
-if [[ $# -lt 3 ]]; then
-  sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
-  exit 2
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/usage_args.sh" 3 "$@"
 CONFIG=$1
 CKPT=$2
 NPROC=$3

@@ -21,10 +21,7 @@
 # error instead of waiting: gloo notices the closed connection, and a rank that hangs is given
 # up after env_cfg.dist_cfg.timeout seconds (set it with --cfg-options).
 set -euo pipefail
-if [[ $# -lt 2 ]]; then
-  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
-  exit 2
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/usage_args.sh" 2 "$@"
 CONFIG=$1
 NPROC=$2
 shift 2

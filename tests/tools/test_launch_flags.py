@@ -78,6 +78,11 @@ def test_shell_tools_print_their_usage(tool):
     assert out.returncode == 2
     assert out.stdout.lstrip().startswith(('Train', 'Evaluate'))
     assert f'tools/{tool}' in out.stdout and 'PORT' in out.stdout
+    for flag in ('--help', '-h'):  # asked for: the same text, and success
+        asked = run_tool(['bash', f'tools/{tool}', flag], check=False)
+        assert asked.returncode == 0 and asked.stdout == out.stdout, asked.stderr
+    # the header comment only, not the script's first command
+    assert 'set -euo' not in out.stdout and out.stdout.rstrip().endswith(('.', ')'))
 
 
 @pytest.mark.parametrize('env, expected', [
