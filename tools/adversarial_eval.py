@@ -15,6 +15,7 @@ counts are summed; a progress bar shows the batches and the running accuracies.
 """
 from __future__ import annotations
 
+import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 import argparse
 import json
 import os.path as osp

@@ -19,6 +19,7 @@ Weights are random (speed and memory do not depend on them); inputs are syntheti
 step runs its own train pipeline on a random photo), so data loading is not measured. Each
 run prints a Markdown block headed by the command that produced it; --out also writes JSON.
 """
+import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 import argparse
 import json
 import statistics

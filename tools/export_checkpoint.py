@@ -20,6 +20,7 @@ The source is read with the safe loader (weights only). A file that pickles othe
 objects is converted once with tools/convert_checkpoint.py (which reads them as inert
 stand-ins), and the converted file exported.
 """
+import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 # no `from __future__ import annotations`: the tool is also loaded from its file by the tests
 import argparse
 import os

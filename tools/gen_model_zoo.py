@@ -10,6 +10,7 @@ disagree with the config.
 """
 from __future__ import annotations
 
+import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 import argparse
 import os.path as osp
 import sys

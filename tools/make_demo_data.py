@@ -3,6 +3,7 @@
 ImageNet folder layout (OUT/imagenet), and shapes on photo crops in the ADEChallengeData2016
 (OUT/ade) and COCO (OUT/coco) layouts. The same seed writes the same bytes.
 """
+import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 import argparse
 import os.path as osp
 import sys

@@ -3,6 +3,7 @@
 for pretraining, a labelled judge split, few-label splits in the ImageNet folder layout and
 per-pixel masks in the ADEChallengeData2016 layout. The same arguments write the same bytes.
 """
+import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 import argparse
 import os.path as osp
 import sys

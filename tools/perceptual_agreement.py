@@ -22,6 +22,7 @@ Distances:
 """
 from __future__ import annotations
 
+import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 import argparse
 import json
 import math

@@ -8,6 +8,7 @@ some run has data for: loss.png, codebook_usage.png, codebook_perplexity.png, ac
 with --keys, one OUT/custom.png of those keys. Several runs are overlaid, labelled by folder
 name.
 """
+import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 import argparse
 import os.path as osp
 import sys

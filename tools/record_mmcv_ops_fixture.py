@@ -17,6 +17,7 @@ fixed seed) and mmcv's outputs:
 
 The tests replay each case with :func:`run_case` on the shim and compare.
 """
+import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 import argparse
 import os.path as osp
 

@@ -27,6 +27,7 @@ Each finished run leaves <run>/result.json; a rerun skips it (delete the file to
 """
 from __future__ import annotations
 
+import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 import argparse
 import json
 import os

@@ -14,6 +14,7 @@ there (resume after a crash or a kill). Under torchrun each process takes every 
 OUT when all are done. Images are read by --workers DataLoader processes. The codes do not
 depend on the number of processes or workers.
 """
+import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 import argparse
 import os
 import os.path as osp

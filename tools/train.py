@@ -9,6 +9,7 @@ own tools/train.py. Without CUDA, an AmpOptimWrapper config trains in bf16 autoc
 with native bf16 and in fp32 on one without (one log line says which and why), and several
 processes talk over gloo.
 """
+import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 import argparse
 import importlib.util
 import os
@@ -18,11 +19,7 @@ import warnings
 
 # mmengine 0.10.7 imports pkg_resources, which setuptools deprecates: nothing a user can act on
 warnings.filterwarnings('ignore', message='pkg_resources is deprecated', category=UserWarning)
-try:
-    from mmengine.config import DictAction  # light: no torch
-except ModuleNotFoundError as err:  # a Python outside the project's environment
-    raise SystemExit(f'{err}: activate the environment first: source .venv/bin/activate '
-                     '(after make install)')
+from mmengine.config import DictAction  # noqa: E402 (light: no torch)
 
 ROOT = osp.dirname(osp.dirname(osp.realpath(__file__)))
 

@@ -12,6 +12,7 @@ other side) draws with DALL-E's decoder, `--dalle-decoder` (OpenAI's decoder.pkl
 without running it). Writes OUT/<image name>.png for each image and OUT/grid.png with all
 rows.
 """
+import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 import argparse
 import os
 import os.path as osp

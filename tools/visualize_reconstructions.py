@@ -3,6 +3,7 @@
 originals on one row, their reconstructions on the row below, --per-row pairs per row pair.
 Prints the PSNR over the images.
 """
+import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 import argparse
 import os.path as osp
 import sys

@@ -121,6 +121,26 @@ def test_tools_run_as_bare_commands_from_any_folder(tool, tmp_path):
         assert out.returncode == 0 and 'examples:' in out.stdout, out.stderr
 
 
+@pytest.mark.parametrize('tool', sorted(p.name for p in (ROOT / 'tools').glob('*.py')
+                                         if p.name != 'check_environment.py'))
+def test_tools_outside_the_environment_name_the_fix(tool, tmp_path):
+    """A Python without the project's packages (`-S`: no site-packages, as a system python):
+    one line naming the missing packages and the activation, no ModuleNotFoundError."""
+    out = subprocess.run([sys.executable, '-S', str(ROOT / 'tools' / tool), 'A', 'B'],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert 'Traceback' not in out.stderr and 'ModuleNotFoundError' not in out.stderr
+    assert out.stderr.startswith(f'tools/{tool}: torch, mmengine not found by ')
+    assert f"source {ROOT / '.venv' / 'bin' / 'activate'} first" in out.stderr
+
+
+def test_check_environment_passes_here_and_names_the_fix_outside():
+    assert run_tool(['tools/check_environment.py']).returncode == 0
+    out = subprocess.run([sys.executable, '-S', str(ROOT / 'tools' / 'check_environment.py')],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and 'torch, mmengine' in out.stderr, out.stderr
+
+
 # ---- train flags -----------------------------------------------------------------------------
 def test_no_validate_runs_no_val_loop(cls_cfg, tmp_path, isolated_mmengine):
     with_val = train(cls_cfg, tmp_path / 'val')
