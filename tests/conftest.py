@@ -68,8 +68,6 @@ def run_tool(args, cwd=ROOT, timeout=600, env=None, check=True):
 def load_tool(name: str):
     """tools/<name>.py imported as a module (the tools are scripts, not a package)."""
     import importlib.util
-    if str(ROOT / 'tools') not in sys.path:  # as when run: their shared first import is there
-        sys.path.append(str(ROOT / 'tools'))
     spec = importlib.util.spec_from_file_location(name, ROOT / 'tools' / f'{name}.py')
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)

@@ -15,11 +15,12 @@ counts are summed; a progress bar shows the batches and the running accuracies.
 """
 from __future__ import annotations
 
-import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 import argparse
 import json
 import os.path as osp
 import sys
+sys.path.append(osp.dirname(osp.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 ATTACKS = ('bim', 'mifgsm')
 EPILOG = """examples:

@@ -19,7 +19,6 @@ Weights are random (speed and memory do not depend on them); inputs are syntheti
 step runs its own train pipeline on a random photo), so data loading is not measured. Each
 run prints a Markdown block headed by the command that produced it; --out also writes JSON.
 """
-import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 import argparse
 import json
 import statistics
@@ -27,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+sys.path.append(str(Path(__file__).resolve().parent))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 ROOT = Path(__file__).resolve().parents[1]
 DENSE = ['configs/peco/upernet_vitb_ade20k.py', 'configs/peco/mask_rcnn_vitb_coco.py']

@@ -11,10 +11,11 @@ Missing files of a COCO annotation file, and categories that do not match the co
 classes, are reported when the dataset is built; boxes the dataset drops (zero or negative
 size, NaN, unknown category, outside the image) are counted in one NOTE line per file.
 """
-import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 import argparse
 import os.path as osp
 import sys
+sys.path.append(osp.dirname(osp.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 EPILOG = """examples:
   tools/check_dataset.py configs/peco/pretrain_vitb_in1k_300e.py --workers 16

@@ -17,13 +17,14 @@ with torch.load(weights_only=True); other pickled objects a file holds (e.g. the
 namespaces of MAE / DINO training checkpoints) are read as inert stand-ins, whose names are
 printed: nothing of them runs (docs/security.md).
 """
-import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 # no `from __future__ import annotations`: the dataclass must work when the tool is loaded
 # from its file without a sys.modules entry (tests, tools/demo.py)
 import argparse
 import os
 import sys
 from dataclasses import dataclass, field
+sys.path.append(os.path.dirname(os.path.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -20,11 +20,12 @@ The source is read with the safe loader (weights only). A file that pickles othe
 objects is converted once with tools/convert_checkpoint.py (which reads them as inert
 stand-ins), and the converted file exported.
 """
-import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 # no `from __future__ import annotations`: the tool is also loaded from its file by the tests
 import argparse
 import os
 import sys
+sys.path.append(os.path.dirname(os.path.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

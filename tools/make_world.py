@@ -3,10 +3,11 @@
 for pretraining, a labelled judge split, few-label splits in the ImageNet folder layout and
 per-pixel masks in the ADEChallengeData2016 layout. The same arguments write the same bytes.
 """
-import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 import argparse
 import os.path as osp
 import sys
+sys.path.append(osp.dirname(osp.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 EPILOG = """examples:
   tools/make_world.py                                   # work_dirs/study/world, 20000 images

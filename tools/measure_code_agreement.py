@@ -8,10 +8,11 @@ codebook drawn from encoder outputs of other crops as the quantizer's data init 
 --images: random crops of scikit-image's colour photos. On CPU, bf16 autocast is emulated where
 the processor lacks bf16 instructions: slow, but the numbers are those of bf16 arithmetic.
 """
-import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 import argparse
 import os.path as osp
 import sys
+sys.path.append(osp.dirname(osp.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 

@@ -10,10 +10,11 @@ checkpoint: a randomly initialised ViT-B/16 at blocks 3/6/9/12. Reconstructions:
 --tokenizer (a checkpoint with its decoder), else the images blurred (Gaussian, sigma 2 px),
 which stands in for a VQ-VAE's loss of detail.
 """
-import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 import argparse
 import os.path as osp
 import sys
+sys.path.append(osp.dirname(osp.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 

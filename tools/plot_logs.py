@@ -8,10 +8,11 @@ some run has data for: loss.png, codebook_usage.png, codebook_perplexity.png, ac
 with --keys, one OUT/custom.png of those keys. Several runs are overlaid, labelled by folder
 name.
 """
-import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 import argparse
 import os.path as osp
 import sys
+sys.path.append(osp.dirname(osp.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 EPILOG = """examples:
   tools/plot_logs.py work_dirs/tokenizer_vqvae_in1k --out work_dirs/tokenizer_vqvae_in1k/plots

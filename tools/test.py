@@ -6,12 +6,13 @@ The config's test_dataloader and test_evaluator decide what is measured; the reg
 comes from its `default_scope`. `--out` writes the predictions (.pkl, as the hosts' test.py
 does) or the metrics (.json / .yaml); `--show-dir` switches the host's visualization hook on.
 """
-import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 import argparse
 import os
 import os.path as osp
 import sys
 import warnings
+sys.path.append(os.path.dirname(os.path.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 # mmengine 0.10.7 imports pkg_resources, which setuptools deprecates: nothing a user can act on
 warnings.filterwarnings('ignore', message='pkg_resources is deprecated', category=UserWarning)

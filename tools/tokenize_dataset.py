@@ -14,11 +14,12 @@ there (resume after a crash or a kill). Under torchrun each process takes every 
 OUT when all are done. Images are read by --workers DataLoader processes. The codes do not
 depend on the number of processes or workers.
 """
-import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 import argparse
 import os
 import os.path as osp
 import sys
+sys.path.append(os.path.dirname(os.path.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 EPILOG = """examples:
   tools/tokenize_dataset.py tokenizer.pth data/imagenet/train --out codes.npz --workers 8

@@ -12,11 +12,12 @@ other side) draws with DALL-E's decoder, `--dalle-decoder` (OpenAI's decoder.pkl
 without running it). Writes OUT/<image name>.png for each image and OUT/grid.png with all
 rows.
 """
-import check_environment  # noqa: F401 (first: outside the environment, names the fix)
 import argparse
 import os
 import os.path as osp
 import sys
+sys.path.append(os.path.dirname(os.path.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 EPILOG = """examples:
   tools/visualize_mim.py configs/peco/pretrain_vitb_in1k_300e.py work_dirs/pretrain/epoch_300.pth \
