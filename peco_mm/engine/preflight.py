@@ -21,6 +21,8 @@ runs `tools/train.py CONFIG --preflight-only [flags]` once before torchrun start
 """
 from __future__ import annotations
 
+import difflib
+import glob
 import os
 import os.path as osp
 import sys
@@ -153,11 +155,43 @@ def checkpoint_problems(cfg, mode: str = 'train', resume=None,
         out.append(Problem('--resume', f'--resume {resume}: no such checkpoint file',
                            ['Expected: a checkpoint of this run, or --resume with no value for '
                             "the work dir's last one"], resume))
+    if mode == 'train':
+        out += resume_problems(cfg, resume)
     load_from = cfg.get('load_from')
     if mode == 'train' and not resume and _is_local(load_from) and not osp.isfile(load_from):
         out.append(_checkpoint_problem('load_from', load_from, 'a checkpoint of this model',
                                        '--cfg-options load_from=PATH (or load_from=None)'))
     return out
+
+
+def _has_checkpoint(folder: str) -> bool:
+    return osp.isdir(folder) and (osp.isfile(osp.join(folder, 'last_checkpoint'))
+                                  or bool(glob.glob(osp.join(glob.escape(folder), '*.pth'))))
+
+
+def resume_problems(cfg, resume=None) -> list[Problem]:
+    """`--resume` without a path (or `resume=True` without `load_from`) in a work dir that
+    does not exist or holds no checkpoint: mmengine would start from scratch without a word.
+    Names the work dirs next to it that hold checkpoints and look alike (a misspelt name)."""
+    auto = resume == 'auto' or (resume is None and cfg.get('resume') is True
+                                and not cfg.get('load_from'))
+    work_dir = cfg.get('work_dir')
+    if not auto or not work_dir or _has_checkpoint(work_dir):
+        return []
+    state = ('does not exist' if not osp.isdir(work_dir)
+             else 'holds no checkpoint (no *.pth, no last_checkpoint)')
+    details = ['Expected: the work dir of the run to continue, with the checkpoints it wrote']
+    parent = osp.dirname(osp.normpath(work_dir)) or '.'
+    runs = sorted(e.name for e in os.scandir(parent) if _has_checkpoint(e.path)) \
+        if osp.isdir(parent) else []
+    near = difflib.get_close_matches(osp.basename(osp.normpath(work_dir)), runs, n=3)
+    if near:
+        details.append('Did you mean --work-dir ' + ' or '.join(osp.join(parent, n)
+                                                                for n in near) + '?')
+    details.append('Fix: --work-dir DIR of that run, --resume CKPT for a checkpoint elsewhere, '
+                   'or leave out --resume to start from scratch')
+    return [Problem('--resume', f'--resume: work dir {work_dir!r} {state}, nothing to resume',
+                    details, work_dir)]
 
 
 # ---- datasets ---------------------------------------------------------------------------------

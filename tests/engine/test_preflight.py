@@ -109,7 +109,7 @@ def test_check_raises_one_block_and_can_be_skipped(in_tmp, monkeypatch):
 
 def _shell(args, cwd, **env):
     full = {k: v for k, v in os.environ.items() if k != preflight.SKIP_ENV}
-    full.update(OMP_NUM_THREADS='1', PYTHON=sys.executable, **env)
+    full.update(OMP_NUM_THREADS='1', PYTHON=sys.executable, PYTHONPATH=str(ROOT), **env)
     start = time.monotonic()
     proc = subprocess.run([str(a) for a in args], cwd=cwd, env=full, capture_output=True,
                           text=True, timeout=120)
@@ -186,3 +186,32 @@ def test_the_report_names_only_flags_that_train_and_test_take():
     assert flags == ['--skip-preflight']
     assert load_tool('train').parse_args(['c.py', *flags]).skip_preflight
     assert load_tool('test').parse_args(['c.py', 'w.pth', *flags]).skip_preflight
+
+
+def test_resume_in_an_empty_or_misspelt_work_dir_is_refused(in_tmp):
+    """mmengine starts from scratch without a word when `--resume` finds no checkpoint."""
+    run = in_tmp / 'work_dirs' / 'upernet_run1'
+    run.mkdir(parents=True)
+    (run / 'iter_8.pth').write_bytes(b'x')
+    (in_tmp / 'work_dirs' / 'empty').mkdir()
+    cfg = preflight.load(str(CFG / 'upernet_vitb_ade20k.py'))
+    empty = 'holds no checkpoint (no *.pth, no last_checkpoint)'
+    for work_dir, state in (('work_dirs/upernet_rn1', 'does not exist'),
+                            ('work_dirs/empty', empty)):
+        cfg.work_dir = work_dir
+        problems = preflight.resume_problems(cfg, 'auto')
+        assert [p.key for p in problems] == ['--resume'], work_dir
+        assert problems[0].message == (f"--resume: work dir '{work_dir}' {state}, "
+                                       'nothing to resume')
+        assert ('Did you mean --work-dir work_dirs/upernet_run1?' in problems[0].details) == (
+            work_dir.endswith('rn1'))
+        assert '--resume' in [p.key for p in preflight.find_problems(cfg, resume='auto')]
+    cfg.work_dir = str(run)
+    assert preflight.resume_problems(cfg, 'auto') == []
+    assert preflight.resume_problems(cfg, None) == []  # no resume: a fresh run
+    # the launcher's check, before any rank: --work-dir as given
+    proc, _ = _shell([sys.executable, ROOT / 'tools/train.py', CFG / 'upernet_vitb_ade20k.py',
+                      '--preflight-only', '--resume', '--work-dir', 'work_dirs/upernet_rn1'],
+                     cwd=in_tmp)
+    assert proc.returncode == 1 and 'Traceback' not in proc.stderr
+    assert "--resume: work dir 'work_dirs/upernet_rn1' does not exist" in proc.stderr
