@@ -9,6 +9,7 @@ from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
 import peco_mm  # noqa: F401
+from peco_mm.engine.config_keys import check_config_keys, check_run_keys
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted(p for p in (ROOT / 'configs').rglob('*.py') if '_base_' not in p.parts)
@@ -40,6 +41,9 @@ def test_config_builds(path):
     assert cfg.get('default_scope'), f'{path.name}: no default_scope'
     # a stalled rank ends the job after 10 minutes (NCCL's default: 30)
     assert cfg.env_cfg.dist_cfg.timeout == 600, f'{path.name}: env_cfg {cfg.env_cfg}'
+    # no key of the shipped configs is taken for a typo
+    check_config_keys(cfg)
+    check_run_keys(cfg)
     scope = cfg.default_scope
     registry = __import__(f'{scope}.registry', fromlist=['MODELS'])
     model_cfg = copy.deepcopy(cfg.model)

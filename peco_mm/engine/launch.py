@@ -391,6 +391,7 @@ def sync_with_model(cfg: Config) -> None:
     """Refuse unknown hook / model keys (naming the nearest valid one); fill in the settings
     that follow the model: the label check's number of classes (seg configs)."""
     from ..datasets.seg_checks import set_label_check_classes
-    from .config_keys import check_config_keys
+    from .config_keys import check_config_keys, check_run_keys
     check_config_keys(cfg)
+    check_run_keys(cfg)
     set_label_check_classes(cfg)
