@@ -32,5 +32,8 @@ if [[ -z "${PECO_SKIP_PREFLIGHT:-}" && " $* " != *" --skip-preflight "* ]]; then
   PYTHONPATH="$ROOT:${PYTHONPATH:-}" "$PY" "$ROOT/tools/train.py" "$CONFIG" --preflight-only "$@" \
     || exit $?
 fi
-PYTHONPATH="$ROOT:${PYTHONPATH:-}" exec "$PY" -m torch.distributed.run "${TORCHRUN_ARGS[@]}" \
+# torchrun under a supervisor that ends every process left when it exits, e.g. the data
+# loader workers of a rank the kernel killed (peco_mm/utils/process_tree.py)
+PYTHONPATH="$ROOT:${PYTHONPATH:-}" exec "$PY" "$ROOT/peco_mm/utils/process_tree.py" \
+  "$PY" -m torch.distributed.run "${TORCHRUN_ARGS[@]}" \
   --nproc_per_node="$NPROC" "$ROOT/tools/train.py" "$CONFIG" --launcher pytorch "$@"
