@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import difflib
 import glob
+import importlib
+import importlib.util
 import os
 import os.path as osp
 import sys
@@ -89,6 +91,19 @@ def validates(cfg) -> bool:
     """Whether training runs a validation loop: mmengine builds one whenever `val_cfg` is not
     None and a val dataloader is set, an empty `val_cfg=dict()` (the mmpretrain configs') too."""
     return cfg.get('val_cfg') is not None and bool(cfg.get('val_dataloader'))
+
+
+def _sibling(name: str):
+    """A standard-library module next to this one, also when this one was loaded by its path
+    (tools/train.py --preflight-only imports no package)."""
+    if __package__:
+        return importlib.import_module(f'{__package__}.{name}')
+    if f'peco_mm_{name}' not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            f'peco_mm_{name}', osp.join(osp.dirname(osp.abspath(__file__)), f'{name}.py'))
+        sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[spec.name])
+    return sys.modules[f'peco_mm_{name}']
 
 
 # ---- checkpoints ------------------------------------------------------------------------------
@@ -282,13 +297,16 @@ def root_options(cfg, root: str) -> str:
     return ' '.join(keys)
 
 
-def dataset_problems(cfg, phases=('train', 'val', 'test')) -> list[Problem]:
+def dataset_problems(cfg, phases=('train', 'val', 'test'), classes: bool = False
+                     ) -> list[Problem]:
     """Missing data roots, annotation files and image / label folders of the loaders of
-    `phases` (and of their evaluators' annotation files), each with the expected layout."""
-    out = []
+    `phases` (and of their evaluators' annotation files), each with the expected layout;
+    with `classes`, also heads whose number of classes is not the dataset's (class_counts)."""
+    out, for_classes = [], []
     for loader, ds in dataset_cfgs(cfg, phases):
         dtype = str(ds.get('type', ''))
         kind = dataset_kind(dtype)
+        for_classes.append((loader, ds, kind, None))
         layout = LAYOUTS.get(kind, 'see the dataset class docs')
         details = [f'Expected layout: {layout}']
         if kind in SOURCES:
@@ -323,6 +341,10 @@ def dataset_problems(cfg, phases=('train', 'val', 'test')) -> list[Problem]:
                                    f'{loader}: dataset {dtype} folder {path!r} has no class '
                                    'folders (and no annotation file lists its images)',
                                    details, path + '/<class>'))
+            elif not ann and kind in ('ImageNet', 'CustomDataset'):
+                for_classes[-1] = (loader, ds, kind, path)
+    if classes:
+        out += _sibling('class_counts').problems(cfg, for_classes, Problem)
     for phase in phases:
         if not cfg.get(f'{phase}_dataloader'):
             continue
@@ -355,7 +377,7 @@ def find_problems(cfg, mode: str = 'train', phases=None, resume=None,
         phases = ('test',) if mode == 'test' else (
             ('train', 'val') if validates(cfg) else ('train',))
     return merge(checkpoint_problems(cfg, mode, resume, checkpoint)
-                 + dataset_problems(cfg, phases))
+                 + dataset_problems(cfg, phases, classes=True))
 
 
 def report(problems: list[Problem], config: str = '') -> str:
