@@ -170,8 +170,6 @@ def checkpoint_problems(cfg, mode: str = 'train', resume=None,
         out.append(Problem('--resume', f'--resume {resume}: no such checkpoint file',
                            ['Expected: a checkpoint of this run, or --resume with no value for '
                             "the work dir's last one"], resume))
-    if mode == 'train':
-        out += resume_problems(cfg, resume)
     load_from = cfg.get('load_from')
     if mode == 'train' and not resume and _is_local(load_from) and not osp.isfile(load_from):
         out.append(_checkpoint_problem('load_from', load_from, 'a checkpoint of this model',
@@ -377,6 +375,7 @@ def find_problems(cfg, mode: str = 'train', phases=None, resume=None,
         phases = ('test',) if mode == 'test' else (
             ('train', 'val') if validates(cfg) else ('train',))
     return merge(checkpoint_problems(cfg, mode, resume, checkpoint)
+                 + (resume_problems(cfg, resume) if mode == 'train' else [])
                  + dataset_problems(cfg, phases, classes=True))
 
 
