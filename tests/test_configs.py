@@ -1,5 +1,7 @@
 """Every shipped config parses and its model builds (pretrained paths switched off, sizes as
 shipped, so this also catches a ViT-B config that no longer matches its heads)."""
+import copy
+import functools
 from pathlib import Path
 
 import pytest
@@ -7,9 +9,17 @@ from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
 import peco_mm  # noqa: F401
+from peco_mm.engine.config_keys import check_config_keys, check_run_keys
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted(p for p in (ROOT / 'configs').rglob('*.py') if '_base_' not in p.parts)
+SHIPPED = [p for p in CONFIGS if p.parent.name == 'peco']
+
+
+@functools.lru_cache(maxsize=None)
+def _load(path: Path) -> Config:
+    """A config as loaded once in this process (tests copy what they change)."""
+    return Config.fromfile(str(path))
 
 
 def _drop_pretrained(node):
@@ -27,13 +37,16 @@ def _drop_pretrained(node):
 
 @pytest.mark.parametrize('path', CONFIGS, ids=lambda p: str(p.relative_to(ROOT / 'configs')))
 def test_config_builds(path):
-    cfg = Config.fromfile(str(path))
+    cfg = _load(path)
     assert cfg.get('default_scope'), f'{path.name}: no default_scope'
     # a stalled rank ends the job after 10 minutes (NCCL's default: 30)
     assert cfg.env_cfg.dist_cfg.timeout == 600, f'{path.name}: env_cfg {cfg.env_cfg}'
+    # no key of the shipped configs is taken for a typo
+    check_config_keys(cfg)
+    check_run_keys(cfg)
     scope = cfg.default_scope
     registry = __import__(f'{scope}.registry', fromlist=['MODELS'])
-    model_cfg = cfg.model
+    model_cfg = copy.deepcopy(cfg.model)
     _drop_pretrained(model_cfg)
     with DefaultScope.overwrite_default_scope(scope):
         try:
@@ -44,6 +57,24 @@ def test_config_builds(path):
             assert 'set ' in str(e) and ('checkpoint' in str(e)), str(e)
             return
     assert sum(p.numel() for p in model.parameters()) > 0
+
+
+@pytest.mark.parametrize('path', SHIPPED, ids=lambda p: p.name)
+def test_auto_scale_lr_is_the_stated_total_batch(path):
+    """`--auto-scale-lr` multiplies the lr by (GPUs x batch) / auto_scale_lr.base_batch_size:
+    the base must be the total batch the lr is stated for, `recipe_gpus` x the per-GPU batch
+    x the gradient accumulation (a linear probe kept the host's 1024 for its lr of batch
+    16384: 16x too high an lr on every GPU count)."""
+    cfg = _load(path)
+    gpus = cfg.get('recipe_gpus')
+    assert isinstance(gpus, int) and gpus > 0, f'{path.name}: no recipe_gpus'
+    total = (gpus * cfg.train_dataloader.batch_size
+             * cfg.optim_wrapper.get('accumulative_counts', 1))
+    assert cfg.auto_scale_lr.base_batch_size == total, (
+        f'{path.name}: auto_scale_lr.base_batch_size={cfg.auto_scale_lr.base_batch_size}, '
+        f'stated total batch {total}')
+    if path.name.startswith('linear_'):  # MAE's protocol: lr 0.1 x total / 256
+        assert cfg.optim_wrapper.optimizer.lr == pytest.approx(0.1 * total / 256)
 
 
 def test_no_single_view_transform_after_the_two_view_crop():

@@ -19,6 +19,8 @@ import argparse
 import json
 import os.path as osp
 import sys
+sys.path.append(osp.dirname(osp.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 ATTACKS = ('bim', 'mifgsm')
 EPILOG = """examples:

@@ -26,6 +26,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+sys.path.append(str(Path(__file__).resolve().parent))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 ROOT = Path(__file__).resolve().parents[1]
 DENSE = ['configs/peco/upernet_vitb_ade20k.py', 'configs/peco/mask_rcnn_vitb_coco.py']

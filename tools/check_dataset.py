@@ -19,6 +19,8 @@ size, NaN, unknown category, outside the image) are counted in one NOTE line per
 import argparse
 import os.path as osp
 import sys
+sys.path.append(osp.dirname(osp.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 EPILOG = """examples:
   tools/check_dataset.py configs/peco/pretrain_vitb_in1k_300e.py --workers 16

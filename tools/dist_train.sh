@@ -21,10 +21,7 @@
 # error instead of waiting: gloo notices the closed connection, and a rank that hangs is given
 # up after env_cfg.dist_cfg.timeout seconds (set it with --cfg-options).
 set -euo pipefail
-if [[ $# -lt 2 ]]; then
-  sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
-  exit 2
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/usage_args.sh" 2 "$@"
 CONFIG=$1
 NPROC=$2
 shift 2
@@ -35,5 +32,8 @@ if [[ -z "${PECO_SKIP_PREFLIGHT:-}" && " $* " != *" --skip-preflight "* ]]; then
   PYTHONPATH="$ROOT:${PYTHONPATH:-}" "$PY" "$ROOT/tools/train.py" "$CONFIG" --preflight-only "$@" \
     || exit $?
 fi
-PYTHONPATH="$ROOT:${PYTHONPATH:-}" exec "$PY" -m torch.distributed.run "${TORCHRUN_ARGS[@]}" \
+# torchrun under a supervisor that ends every process left when it exits, e.g. the data
+# loader workers of a rank the kernel killed (peco_mm/utils/process_tree.py)
+PYTHONPATH="$ROOT:${PYTHONPATH:-}" exec "$PY" "$ROOT/peco_mm/utils/process_tree.py" \
+  "$PY" -m torch.distributed.run "${TORCHRUN_ARGS[@]}" \
   --nproc_per_node="$NPROC" "$ROOT/tools/train.py" "$CONFIG" --launcher pytorch "$@"

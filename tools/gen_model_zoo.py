@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import os.path as osp
 import sys
+sys.path.append(osp.dirname(osp.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 METAFILE = 'configs/peco/metafile.yml'

@@ -6,6 +6,8 @@ ImageNet folder layout (OUT/imagenet), and shapes on photo crops in the ADEChall
 import argparse
 import os.path as osp
 import sys
+sys.path.append(osp.dirname(osp.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 EPILOG = """examples:
   tools/make_demo_data.py                        # work_dirs/demo/data, what configs/demo/ read

@@ -6,6 +6,8 @@ per-pixel masks in the ADEChallengeData2016 layout. The same arguments write the
 import argparse
 import os.path as osp
 import sys
+sys.path.append(osp.dirname(osp.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 EPILOG = """examples:
   tools/make_world.py                                   # work_dirs/study/world, 20000 images

@@ -13,6 +13,8 @@ which stands in for a VQ-VAE's loss of detail.
 import argparse
 import os.path as osp
 import sys
+sys.path.append(osp.dirname(osp.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 

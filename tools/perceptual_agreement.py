@@ -28,6 +28,8 @@ import math
 import os.path as osp
 import sys
 from pathlib import Path
+sys.path.append(osp.dirname(osp.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 DISTANCES = ('l2', 'codebook', 'perceptual', 'dalle')
 EPILOG = """examples:

@@ -11,6 +11,8 @@ name.
 import argparse
 import os.path as osp
 import sys
+sys.path.append(osp.dirname(osp.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 EPILOG = """examples:
   tools/plot_logs.py work_dirs/tokenizer_vqvae_in1k --out work_dirs/tokenizer_vqvae_in1k/plots

@@ -19,6 +19,9 @@ The tests replay each case with :func:`run_case` on the shim and compare.
 """
 import argparse
 import os.path as osp
+import sys
+sys.path.append(osp.dirname(osp.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 ROOT = osp.dirname(osp.dirname(osp.abspath(__file__)))
 DEFAULT_OUT = osp.join(ROOT, 'tests', 'ops', 'data', 'mmcv_ops_2.1.0.pt')

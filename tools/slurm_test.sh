@@ -11,10 +11,7 @@
 # mmengine reads the rank, world size and master address from slurm's variables; PORT sets the
 # rendezvous port (default 29500). --kill-on-bad-exit ends the job when one process fails.
 set -euo pipefail
-if [[ $# -lt 4 ]]; then
-  sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'
-  exit 2
-fi
+source "$(dirname "${BASH_SOURCE[0]}")/usage_args.sh" 4 "$@"
 PARTITION=$1
 JOB_NAME=$2
 CONFIG=$3

@@ -34,6 +34,8 @@ import os.path as osp
 import sys
 import time
 from pathlib import Path
+sys.path.append(os.path.dirname(os.path.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = ROOT / 'configs' / 'study'

@@ -11,14 +11,12 @@ import os
 import os.path as osp
 import sys
 import warnings
+sys.path.append(os.path.dirname(os.path.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 # mmengine 0.10.7 imports pkg_resources, which setuptools deprecates: nothing a user can act on
 warnings.filterwarnings('ignore', message='pkg_resources is deprecated', category=UserWarning)
-try:
-    from mmengine.config import DictAction  # light: no torch
-except ModuleNotFoundError as err:  # a Python outside the project's environment
-    raise SystemExit(f'{err}: activate the environment first: source .venv/bin/activate '
-                     '(after make install)')
+from mmengine.config import DictAction  # noqa: E402 (light: no torch)
 
 EPILOG = """\
 examples:
@@ -57,6 +55,9 @@ def parse_args(argv=None):
     p.add_argument('--show-config', action='store_true',
                    help='print the config and the hook table on the console too (they always '
                    'go to the run\'s log file)')
+    p.add_argument('--skip-preflight', action='store_true',
+                   help='do not check the config\'s checkpoints and datasets before building '
+                   'anything (or set PECO_SKIP_PREFLIGHT=1)')
     p.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
                    help='job launcher (dist_test.sh and slurm_test.sh set it)')
     p.add_argument('--local-rank', '--local_rank', type=int, default=0, help=argparse.SUPPRESS)
@@ -72,6 +73,8 @@ def main(argv=None):
     if args.out and not args.out.endswith(('.pkl', '.pickle', '.json', '.yaml', '.yml')):
         raise SystemExit(f'test.py: --out {args.out}: expected FILE.pkl (predictions) or '
                          'FILE.json / FILE.yaml (metrics)')
+    if args.skip_preflight:
+        os.environ['PECO_SKIP_PREFLIGHT'] = '1'
     sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from any folder
     from peco_mm.engine.launch import run
     from peco_mm.utils.distributed import finish

@@ -18,6 +18,8 @@ import argparse
 import os
 import os.path as osp
 import sys
+sys.path.append(os.path.dirname(os.path.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 EPILOG = """examples:
   tools/tokenize_dataset.py tokenizer.pth data/imagenet/train --out codes.npz --workers 8

@@ -15,14 +15,12 @@ import os
 import os.path as osp
 import sys
 import warnings
+sys.path.append(os.path.dirname(os.path.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 # mmengine 0.10.7 imports pkg_resources, which setuptools deprecates: nothing a user can act on
 warnings.filterwarnings('ignore', message='pkg_resources is deprecated', category=UserWarning)
-try:
-    from mmengine.config import DictAction  # light: no torch
-except ModuleNotFoundError as err:  # a Python outside the project's environment
-    raise SystemExit(f'{err}: activate the environment first: source .venv/bin/activate '
-                     '(after make install)')
+from mmengine.config import DictAction  # noqa: E402 (light: no torch)
 
 ROOT = osp.dirname(osp.dirname(osp.realpath(__file__)))
 
@@ -100,6 +98,8 @@ def preflight_only(args) -> int:
     """Check the config's inputs as the run would; print the report; 0 when all are there."""
     pre = load_preflight()
     cfg = pre.load(args.config, args.cfg_options, no_validate=args.no_validate)
+    cfg.work_dir = args.work_dir or cfg.get('work_dir') or osp.join(
+        'work_dirs', osp.splitext(osp.basename(args.config))[0])  # as the run picks it
     problems = pre.find_problems(cfg, 'train', resume=args.resume)
     if problems:
         print(pre.report(problems, args.config), file=sys.stderr)

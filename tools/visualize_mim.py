@@ -16,6 +16,8 @@ import argparse
 import os
 import os.path as osp
 import sys
+sys.path.append(os.path.dirname(os.path.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 EPILOG = """examples:
   tools/visualize_mim.py configs/peco/pretrain_vitb_in1k_300e.py work_dirs/pretrain/epoch_300.pth \

@@ -6,6 +6,8 @@ Prints the PSNR over the images.
 import argparse
 import os.path as osp
 import sys
+sys.path.append(osp.dirname(osp.realpath(__file__)))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 EPILOG = """examples:
   tools/visualize_reconstructions.py work_dirs/tokenizer_vqvae_in1k/epoch_100.pth \\

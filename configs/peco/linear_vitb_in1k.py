@@ -11,6 +11,9 @@ _base_ = [
 ]
 custom_imports = dict(imports=['peco_mm'], allow_failed_imports=False)
 env_cfg = dict(dist_cfg=dict(timeout=600))  # a stalled rank ends the job after 10 min, not 30
+recipe_gpus = 8  # the GPU count the lr is stated for: auto_scale_lr.base_batch_size = 8 x batch
+# lr 6.4 belongs to the total batch 8 x 2048 = 16384 (the host config keeps 1024)
+auto_scale_lr = dict(base_batch_size=recipe_gpus * 2048)
 
 data_root = 'data/imagenet'
 

@@ -11,6 +11,7 @@ paper's 100-epoch one.
 """
 _base_ = 'mmpretrain::mocov3/mocov3_vit-base-p16_16xb256-amp-coslr-300e_in1k.py'
 env_cfg = dict(dist_cfg=dict(timeout=600))  # a stalled rank ends the job after 10 min, not 30
+recipe_gpus = 16  # the GPU count the lr is stated for: auto_scale_lr.base_batch_size = 16 x batch
 
 max_epochs = 100
 warmup_epochs = 10  # MoCo v3's main_moco.py default (its 300-epoch ViT recipe sets 40)

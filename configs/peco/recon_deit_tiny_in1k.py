@@ -15,6 +15,7 @@ as saved images would be; the paper does not say.
 _base_ = 'mmpretrain::deit/deit-tiny_4xb256_in1k.py'
 custom_imports = dict(imports=['peco_mm'], allow_failed_imports=False)
 env_cfg = dict(dist_cfg=dict(timeout=600))  # a stalled rank ends the job after 10 min, not 30
+recipe_gpus = 4  # the GPU count the lr is stated for: auto_scale_lr.base_batch_size = 4 x batch
 
 data_root = 'data/imagenet'
 # the tokenizer reads RGB in [-1, 1]; the backbone normalises its reconstructions for DeiT

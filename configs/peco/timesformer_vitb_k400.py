@@ -15,6 +15,7 @@ _base_ = [
 ]
 custom_imports = dict(imports=['peco_mm'], allow_failed_imports=False)
 env_cfg = dict(dist_cfg=dict(timeout=600))  # a stalled rank ends the job after 10 min, not 30
+recipe_gpus = 8  # the GPU count the lr is stated for: auto_scale_lr.base_batch_size = 8 x batch
 
 model = dict(
     # the pretraining's normalisation (ImageNet mean / std), not the host's 127.5 / 127.5

@@ -1,12 +1,16 @@
-"""Unknown keys in a config are refused before the runner is built, naming the key and the
-nearest valid one.
+"""Unknown keys (and unknown hook types) in a config are refused before the runner is built,
+naming the key and the nearest valid one.
 
 mmengine passes a hook's or a model part's config as keyword arguments: a misspelt key either
 fails late (`default_hooks.checkpoint.intervl=5` reaches `CheckpointHook(**kwargs)` and breaks
 the first save, after a whole epoch) or is ignored (`model.backbone.arch.num_layer=2` leaves
 the architecture's 12 blocks). `check_config_keys(cfg)` compares the keys of every hook
 (`default_hooks`, `custom_hooks`) and of every peco_mm part of the model (including the
-backbone's `arch` dict) with the signature of the class they build.
+backbone's `arch` dict) with the signature of the class they build, and `check_run_keys(cfg)`
+those of the optimizer wrapper and its optimizer, the data loaders, the train / val / test
+loops and `env_cfg` (with its `dist_cfg` and `mp_cfg`), which would otherwise stop in a host
+traceback (`OptimWrapper.__init__() got an unexpected keyword argument`) or, as
+`env_cfg.dist_cfg.timout`, be ignored.
 """
 from __future__ import annotations
 
@@ -17,6 +21,12 @@ from mmengine.config import Config
 
 # keys that mmengine's builders consume themselves, never passed to the class
 BUILDER_KEYS = ('type', 'priority', '_scope_')
+# what the runner reads from a data loader's config itself (the rest goes to torch's DataLoader)
+LOADER_KEYS = ('dataset', 'sampler', 'batch_sampler', 'collate_fn', 'worker_init_fn',
+               'num_batch_per_epoch', 'disable_subprocess_warning')
+# the runner's env_cfg (mmengine's setup_env; cpu_malloc: peco_mm.utils.malloc)
+ENV_KEYS = ('cudnn_benchmark', 'mp_cfg', 'dist_cfg', 'resource_limit', 'cpu_malloc')
+MP_KEYS = ('mp_start_method', 'opencv_num_threads')
 
 
 def check_config_keys(cfg: Config) -> None:
@@ -28,6 +38,74 @@ def check_config_keys(cfg: Config) -> None:
     for i, hook in enumerate(cfg.get('custom_hooks') or []):
         check_keys(hook, f'custom_hooks.{i}', HOOKS, scope, only_own=False)
     walk_model(cfg.get('model'), 'model', MODELS, scope)
+
+
+def check_run_keys(cfg: Config) -> None:
+    """Raise ValueError at the first unknown key of the optimizer wrapper, the optimizer, a
+    data loader, a loop or env_cfg."""
+    from mmengine.registry import LOOPS, OPTIM_WRAPPERS, OPTIMIZERS
+    scope = cfg.get('default_scope')
+    wrapper = cfg.get('optim_wrapper')
+    if isinstance(wrapper, dict) and not cfg.get('runner_type'):
+        cls = resolve(OPTIM_WRAPPERS, wrapper.get('type', 'OptimWrapper'), scope)
+        if cls is not None:
+            refuse_unknown(wrapper, 'optim_wrapper', chained_keywords(cls) + (
+                'constructor', 'paramwise_cfg'), cls.__name__)
+        optimizer = wrapper.get('optimizer')
+        if isinstance(optimizer, dict) and 'type' in optimizer:
+            cls = resolve(OPTIMIZERS, optimizer['type'], scope)
+            allowed = init_keywords(cls) if cls is not None else None
+            if allowed is not None:
+                refuse_unknown(optimizer, 'optim_wrapper.optimizer',
+                               tuple(k for k in allowed if k != 'params'), cls.__name__)
+    for phase in ('train', 'val', 'test'):
+        loader = cfg.get(f'{phase}_dataloader')
+        if isinstance(loader, dict):
+            refuse_unknown(loader, f'{phase}_dataloader', loader_keywords(), 'a data loader')
+        check_loop(cfg.get(f'{phase}_cfg'), phase, LOOPS, scope)
+    check_env(cfg.get('env_cfg'))
+
+
+def loader_keywords() -> tuple[str, ...]:
+    from torch.utils.data import DataLoader
+    return LOADER_KEYS + tuple(k for k in init_keywords(DataLoader) if k not in LOADER_KEYS)
+
+
+def check_loop(loop, phase: str, registry, scope) -> None:
+    """train_cfg / val_cfg / test_cfg against the loop class the runner builds from it."""
+    if not isinstance(loop, dict):
+        return
+    from mmengine.runner import (EpochBasedTrainLoop, IterBasedTrainLoop, TestLoop,
+                                 ValLoop)
+    extra: tuple[str, ...] = ()
+    if 'type' in loop:
+        cls = resolve(registry, loop['type'], scope)
+    elif phase == 'train':
+        extra = ('by_epoch',)
+        cls = EpochBasedTrainLoop if loop.get('by_epoch', True) else IterBasedTrainLoop
+    else:
+        cls = ValLoop if phase == 'val' else TestLoop
+    allowed = init_keywords(cls) if cls is not None else None
+    if allowed is not None:
+        own = tuple(k for k in allowed if k not in ('runner', 'dataloader', 'evaluator'))
+        refuse_unknown(loop, f'{phase}_cfg', own + extra, cls.__name__)
+
+
+def check_env(env) -> None:
+    """env_cfg, its dist_cfg (mmengine's backend keys, then torch's init_process_group) and
+    its mp_cfg."""
+    if not isinstance(env, dict):
+        return
+    refuse_unknown(env, 'env_cfg', ENV_KEYS, 'env_cfg')
+    if isinstance(env.get('mp_cfg'), dict):
+        refuse_unknown(env['mp_cfg'], 'env_cfg.mp_cfg', MP_KEYS, 'env_cfg.mp_cfg')
+    if isinstance(env.get('dist_cfg'), dict):
+        import torch.distributed as dist
+        torch_keys = init_keywords(dist.init_process_group, function=True) or ()
+        refuse_unknown(env['dist_cfg'], 'env_cfg.dist_cfg', ('backend', 'init_backend') + tuple(
+            k for k in torch_keys if k not in ('backend', 'world_size', 'rank')
+            and not k.startswith('_')),
+            'env_cfg.dist_cfg')
 
 
 def walk_model(node, key: str, registry, scope) -> None:
@@ -48,6 +126,8 @@ def check_keys(node, key: str, registry, scope, only_own: bool) -> None:
     if not isinstance(node, dict) or 'type' not in node:
         return
     cls = resolve(registry, node['type'], scope)
+    if cls is None and registry.name == 'hook' and isinstance(node['type'], str):
+        raise ValueError(unknown_type(registry, node['type'], scope, key))
     if cls is None or (only_own and not cls.__module__.startswith('peco_mm.')):
         return
     allowed = init_keywords(cls)
@@ -72,16 +152,47 @@ def resolve(registry, type_, scope):
     return cls if inspect.isclass(cls) else None
 
 
-def init_keywords(cls) -> tuple[str, ...] | None:
+def unknown_type(registry, type_: str, scope, key: str) -> str:
+    """`key.type=...` is not registered: the message, with the nearest registered names (this
+    scope's, mmengine's own, and the other scopes' as `scope.Name`)."""
+    with registry.switch_scope_and_registry(scope) as reg:
+        names, root = set(reg.module_dict), reg
+        while root.parent is not None:
+            root = root.parent
+            names |= set(root.module_dict)
+        for child_scope, child in root.children.items():
+            names |= {f'{child_scope}.{n}' for n in child.module_dict if n not in names}
+    near = difflib.get_close_matches(type_, sorted(names), n=3, cutoff=0.6)
+    hint = f" Did you mean {' or '.join(repr(n) for n in near)}?" if near else ''
+    return (f'{key}.type={type_!r}: no {registry.name} of that name is registered (scope '
+            f'{scope!r}; custom_imports must import the module that registers it).{hint}')
+
+
+def chained_keywords(cls) -> tuple[str, ...]:
+    """The keyword arguments of `cls` and of each base class its **kwargs go on to (mmengine's
+    AmpOptimWrapper passes them to OptimWrapper)."""
+    out: list[str] = []
+    for base in cls.__mro__:
+        if base is object or '__init__' not in vars(base):
+            continue
+        params = inspect.signature(base.__init__).parameters
+        out += [p for p, v in params.items() if p != 'self' and p not in out
+                and v.kind in (v.POSITIONAL_OR_KEYWORD, v.KEYWORD_ONLY)]
+        if not any(v.kind == v.VAR_KEYWORD for v in params.values()):
+            break
+    return tuple(out)
+
+
+def init_keywords(cls, function: bool = False) -> tuple[str, ...] | None:
     """The keyword arguments `cls(...)` accepts, or None when it takes **kwargs that it may
     use (mmengine's CheckpointHook forwards them to `save_checkpoint`, which takes none
     besides those the hook passes itself: its named arguments are the complete list)."""
     from mmengine.hooks import CheckpointHook
-    params = inspect.signature(cls.__init__).parameters
+    params = inspect.signature(cls if function else cls.__init__).parameters
     named = tuple(p for p, v in params.items() if p != 'self' and v.kind in (
         v.POSITIONAL_OR_KEYWORD, v.KEYWORD_ONLY))
     takes_any = any(v.kind == v.VAR_KEYWORD for v in params.values())
-    if not issubclass(cls, CheckpointHook):
+    if function or not issubclass(cls, CheckpointHook):
         return None if takes_any else named
     if cls is not CheckpointHook and takes_any:  # a subclass passing the rest on
         named += tuple(k for k in init_keywords(CheckpointHook) if k not in named)

@@ -39,6 +39,7 @@ from mmengine.config import Config, ConfigDict
 from mmengine.dist import is_main_process
 
 from ..utils.malloc import apply_cpu_malloc
+from ..utils.process_tree import tie_forked_children
 from . import console, preflight
 from .preflight import LAYOUTS, PreflightError, dataset_layout  # noqa: F401 (public names)
 
@@ -90,6 +91,7 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
         raise ValueError(f'mode={mode!r}: expected one of {MODES}')
     if mode == 'test' and not checkpoint:
         raise ValueError("mode='test' needs checkpoint=PATH (the weights to evaluate)")
+    tie_forked_children()  # data loader workers die with this process (an OOM kill too)
     cfg = load_config(config, options)
     config_path = config if isinstance(config, str) else (cfg.filename or '')
     cfg = apply_cli(cfg, work_dir, config_path, resume, amp, launcher)
@@ -393,6 +395,7 @@ def sync_with_model(cfg: Config) -> None:
     """Refuse unknown hook / model keys (naming the nearest valid one); fill in the settings
     that follow the model: the label check's number of classes (seg configs)."""
     from ..datasets.seg_checks import set_label_check_classes
-    from .config_keys import check_config_keys
+    from .config_keys import check_config_keys, check_run_keys
     check_config_keys(cfg)
+    check_run_keys(cfg)
     set_label_check_classes(cfg)

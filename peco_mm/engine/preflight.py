@@ -21,6 +21,10 @@ runs `tools/train.py CONFIG --preflight-only [flags]` once before torchrun start
 """
 from __future__ import annotations
 
+import difflib
+import glob
+import importlib
+import importlib.util
 import os
 import os.path as osp
 import sys
@@ -83,6 +87,25 @@ def skipped() -> bool:
     return os.environ.get(SKIP_ENV, '') not in ('', '0')
 
 
+def validates(cfg) -> bool:
+    """Whether training runs a validation loop: mmengine builds one whenever `val_cfg` is not
+    None and a val dataloader is set, an empty `val_cfg=dict()` (the mmpretrain configs') too."""
+    return cfg.get('val_cfg') is not None and bool(cfg.get('val_dataloader'))
+
+
+def _sibling(name: str):
+    """A standard-library module next to this one, also when this one was loaded by its path
+    (tools/train.py --preflight-only imports no package)."""
+    if __package__:
+        return importlib.import_module(f'{__package__}.{name}')
+    if f'peco_mm_{name}' not in sys.modules:
+        spec = importlib.util.spec_from_file_location(
+            f'peco_mm_{name}', osp.join(osp.dirname(osp.abspath(__file__)), f'{name}.py'))
+        sys.modules[spec.name] = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(sys.modules[spec.name])
+    return sys.modules[f'peco_mm_{name}']
+
+
 # ---- checkpoints ------------------------------------------------------------------------------
 def _is_local(path) -> bool:
     return isinstance(path, str) and bool(path) and '://' not in path
@@ -136,7 +159,7 @@ def checkpoint_problems(cfg, mode: str = 'train', resume=None,
 
     walk(cfg.get('model') or {}, 'model')
     evaluators = ('test_evaluator',) if mode == 'test' else (
-        ('val_evaluator',) if cfg.get('val_cfg') else ())
+        ('val_evaluator',) if validates(cfg) else ())
     for name in evaluators:
         walk(cfg.get(name) or {}, name)
     if mode == 'test' and checkpoint is not None and not osp.isfile(checkpoint):
@@ -152,6 +175,36 @@ def checkpoint_problems(cfg, mode: str = 'train', resume=None,
         out.append(_checkpoint_problem('load_from', load_from, 'a checkpoint of this model',
                                        '--cfg-options load_from=PATH (or load_from=None)'))
     return out
+
+
+def _has_checkpoint(folder: str) -> bool:
+    return osp.isdir(folder) and (osp.isfile(osp.join(folder, 'last_checkpoint'))
+                                  or bool(glob.glob(osp.join(glob.escape(folder), '*.pth'))))
+
+
+def resume_problems(cfg, resume=None) -> list[Problem]:
+    """`--resume` without a path (or `resume=True` without `load_from`) in a work dir that
+    does not exist or holds no checkpoint: mmengine would start from scratch without a word.
+    Names the work dirs next to it that hold checkpoints and look alike (a misspelt name)."""
+    auto = resume == 'auto' or (resume is None and cfg.get('resume') is True
+                                and not cfg.get('load_from'))
+    work_dir = cfg.get('work_dir')
+    if not auto or not work_dir or _has_checkpoint(work_dir):
+        return []
+    state = ('does not exist' if not osp.isdir(work_dir)
+             else 'holds no checkpoint (no *.pth, no last_checkpoint)')
+    details = ['Expected: the work dir of the run to continue, with the checkpoints it wrote']
+    parent = osp.dirname(osp.normpath(work_dir)) or '.'
+    runs = sorted(e.name for e in os.scandir(parent) if _has_checkpoint(e.path)) \
+        if osp.isdir(parent) else []
+    near = difflib.get_close_matches(osp.basename(osp.normpath(work_dir)), runs, n=3)
+    if near:
+        details.append('Did you mean --work-dir ' + ' or '.join(osp.join(parent, n)
+                                                                for n in near) + '?')
+    details.append('Fix: --work-dir DIR of that run, --resume CKPT for a checkpoint elsewhere, '
+                   'or leave out --resume to start from scratch')
+    return [Problem('--resume', f'--resume: work dir {work_dir!r} {state}, nothing to resume',
+                    details, work_dir)]
 
 
 # ---- datasets ---------------------------------------------------------------------------------
@@ -217,13 +270,41 @@ def _has_subfolder(path: str) -> bool:
         return any(e.is_dir() for e in it)
 
 
-def dataset_problems(cfg, phases=('train', 'val', 'test')) -> list[Problem]:
+def _evaluator_items(cfg, phase):
+    """(key, evaluator dict) of a phase's evaluator, or of each one of a list."""
+    evaluators = cfg.get(f'{phase}_evaluator')
+    if isinstance(evaluators, (list, tuple)):
+        return [(f'{phase}_evaluator.{i}', ev) for i, ev in enumerate(evaluators)]
+    return [(f'{phase}_evaluator', evaluators)]
+
+
+def root_options(cfg, root: str) -> str:
+    """The --cfg-options that move a data root: the data_root of every loader that reads it
+    (train, val, test) and every evaluator annotation file below it (COCO's), so one round
+    of the fix is enough."""
+    keys = []
+    for loader, ds in dataset_cfgs(cfg):
+        if ds.get('data_root') == root and f'{loader}.dataset.data_root=PATH' not in keys:
+            keys.append(f'{loader}.dataset.data_root=PATH')
+    base = root.rstrip('/') + '/'
+    for phase in ('val', 'test'):
+        for key, ev in _evaluator_items(cfg, phase):
+            ann = ev.get('ann_file') if isinstance(ev, dict) else None
+            if _is_local(ann) and ann.startswith(base):
+                keys.append(f'{key}.ann_file=PATH/{ann[len(base):]}')
+    return ' '.join(keys)
+
+
+def dataset_problems(cfg, phases=('train', 'val', 'test'), classes: bool = False
+                     ) -> list[Problem]:
     """Missing data roots, annotation files and image / label folders of the loaders of
-    `phases` (and of their evaluators' annotation files), each with the expected layout."""
-    out = []
+    `phases` (and of their evaluators' annotation files), each with the expected layout;
+    with `classes`, also heads whose number of classes is not the dataset's (class_counts)."""
+    out, for_classes = [], []
     for loader, ds in dataset_cfgs(cfg, phases):
         dtype = str(ds.get('type', ''))
         kind = dataset_kind(dtype)
+        for_classes.append((loader, ds, kind, None))
         layout = LAYOUTS.get(kind, 'see the dataset class docs')
         details = [f'Expected layout: {layout}']
         if kind in SOURCES:
@@ -235,7 +316,7 @@ def dataset_problems(cfg, phases=('train', 'val', 'test')) -> list[Problem]:
                                f'{loader}: dataset {dtype} data_root {root!r} does not exist',
                                details + [f'Fix: put the data there (a symlink data -> '
                                           f'/your/datasets works), or --cfg-options '
-                                          f'{key}.data_root=PATH'], root))
+                                          f'{root_options(cfg, root)}'], root))
             continue
         ann = ds.get('ann_file') or ''
         if not ann and ds.get('split'):  # mmpretrain reads meta/<split>.txt when it exists
@@ -258,14 +339,16 @@ def dataset_problems(cfg, phases=('train', 'val', 'test')) -> list[Problem]:
                                    f'{loader}: dataset {dtype} folder {path!r} has no class '
                                    'folders (and no annotation file lists its images)',
                                    details, path + '/<class>'))
+            elif not ann and kind in ('ImageNet', 'CustomDataset'):
+                for_classes[-1] = (loader, ds, kind, path)
+    if classes:
+        out += _sibling('class_counts').problems(cfg, for_classes, Problem)
     for phase in phases:
-        evaluators = cfg.get(f'{phase}_evaluator') if cfg.get(f'{phase}_dataloader') else None
-        for i, ev in enumerate(evaluators if isinstance(evaluators, (list, tuple))
-                               else [evaluators]):
+        if not cfg.get(f'{phase}_dataloader'):
+            continue
+        for key, ev in _evaluator_items(cfg, phase):
             ann = ev.get('ann_file') if isinstance(ev, dict) else None
             if _is_local(ann) and not osp.isfile(ann):
-                key = f'{phase}_evaluator' + (f'.{i}' if isinstance(evaluators, (list, tuple))
-                                              else '')
                 out.append(Problem(f'{key}.ann_file', f'{key}: ann_file {ann!r} does not exist',
                                    [f'Fix: --cfg-options {key}.ann_file=PATH'], ann))
     return out
@@ -290,9 +373,10 @@ def find_problems(cfg, mode: str = 'train', phases=None, resume=None,
     """Every missing input of `cfg` for a train or test run (see the module docstring)."""
     if phases is None:
         phases = ('test',) if mode == 'test' else (
-            ('train', 'val') if cfg.get('val_cfg') else ('train',))
+            ('train', 'val') if validates(cfg) else ('train',))
     return merge(checkpoint_problems(cfg, mode, resume, checkpoint)
-                 + dataset_problems(cfg, phases))
+                 + (resume_problems(cfg, resume) if mode == 'train' else [])
+                 + dataset_problems(cfg, phases, classes=True))
 
 
 def report(problems: list[Problem], config: str = '') -> str:

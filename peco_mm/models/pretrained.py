@@ -2,6 +2,8 @@
 what `init_cfg=dict(type='Pretrained', checkpoint=...)` does."""
 from __future__ import annotations
 
+import re
+
 import torch.nn as nn
 
 from ..checkpoint import convert_state_dict, detect_format, is_url, read_checkpoint, select_prefix
@@ -43,6 +45,9 @@ def load_pretrained(model: nn.Module, path: str, prefix: str | None = None,
     missing = [k for k in missing if not k.startswith(model.FRESH_PREFIXES)]
     if len(missing) == len(own) or not (own & set(state)):
         raise ValueError(f'{path}: no key matches PeCoViT; found e.g. {list(state)[:5]}')
+    mismatch = architecture_mismatch(path, model, state, missing, unexpected)
+    if mismatch:
+        raise ValueError(mismatch)
     if fresh:
         parts = [p.rstrip('.') for p in model.FRESH_PREFIXES if any(k.startswith(p) for k in fresh)]
         print_log(f'{path}: not in the checkpoint, as expected: {", ".join(parts)} '
@@ -60,3 +65,56 @@ def load_pretrained(model: nn.Module, path: str, prefix: str | None = None,
     if others:
         print_log(f'{path}: unexpected keys {others}', logger='current', level=30)
     return missing, unexpected
+
+
+# weights that only another ViT flavour has or lacks: (key pattern, what they are, the PeCoViT
+# argument that decides them); the last: whole blocks that one side lacks (another depth)
+FLAVOUR_PARTS = (
+    (r'\.gamma_[12]$', 'layer scale', 'layer_scale_init_value'),
+    (r'relative_position_bias_table$|relative_position_index$', 'relative position bias',
+     'rel_pos_bias'),
+    (r'^pos_embed$', 'absolute position embedding', 'use_abs_pos_emb'),
+    (r'\.attn\.(q_bias|v_bias|qkv\.bias)$', 'attention biases', 'qkv_bias'),
+    (r'^blocks\.\d+\.', 'transformer blocks', 'arch'),
+)
+
+
+def architecture_mismatch(path: str, model: nn.Module, state: dict, missing: list[str],
+                          unexpected: list[str]) -> str | None:
+    """Why a checkpoint of another ViT flavour (a timm or MAE ViT into a PeCo config: no layer
+    scale, absolute positions, ...) would load only partly, and the arguments that fit it; None
+    when the weights that differ are none of these. Partly loaded, training would go on with
+    the rest at its initial values."""
+    parts: dict[str, list[str]] = {}
+    depth = {side: {m.group(1) for k in keys if (m := re.match(r'blocks\.(\d+)\.', k))}
+             for side, keys in (('file', state), ('model', model.state_dict()))}
+    for how, keys, other in (('not in the file', missing, 'file'),
+                             ('in the file only', unexpected, 'model')):
+        for key in keys:
+            block = re.match(r'blocks\.(\d+)\.', key)
+            whole = block and block.group(1) not in depth[other]  # a block the other lacks
+            part = FLAVOUR_PARTS[-1] if whole else next(
+                (p for p in FLAVOUR_PARTS[:-1] if re.search(p[0], key)), None)
+            if part:
+                parts.setdefault(f'{part[1]} ({how})', []).append(key)
+    if not parts:
+        return None
+    found = '; '.join(f'{what}: {len(keys)}, e.g. {keys[0]}' for what, keys in parts.items())
+    advice = ''
+    try:
+        from ..checkpoint.vit_args import infer_pecovit_kwargs
+        own, theirs = (infer_pecovit_kwargs(dict(sd))[0] for sd in (model.state_dict(), state))
+    except (ValueError, KeyError, IndexError):
+        own = theirs = {}
+    if theirs:
+        for kw in (own, theirs):  # what the weights decide: layer scale or none, the depth
+            kw['layer_scale_init_value'] = kw['layer_scale_init_value'] and 0.1
+            kw['arch'] = kw['arch']['num_layers']
+        changes = [f"{'arch.num_layers' if arg == 'arch' else arg}={theirs[arg]!r}"
+                   for _, _, arg in FLAVOUR_PARTS if theirs[arg] != own[arg]]
+        if changes:
+            advice = f" Set the backbone's {', '.join(changes)} to fit it;"
+    return (f'{path}: a ViT of another flavour than this backbone: {found}. Loading it would '
+            'leave these weights at their initial values.' + advice + ' tools/convert_checkpoint'
+            f'.py {path} OUT.pth prints the arguments that load it, or use a checkpoint of this '
+            "backbone's architecture.")

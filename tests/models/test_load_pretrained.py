@@ -78,3 +78,39 @@ def test_pretraining_only_keys_are_logged_as_expected_drops(tmp_path, monkeypatc
     assert sorted(unexpected) == ['mask_token', 'norm.bias', 'norm.weight']
     assert [lv for lv, _ in logged] == [20]
     assert "as expected: ['mask_token', 'norm.weight', 'norm.bias']" in logged[0][1]
+
+
+def test_another_vit_flavour_is_refused_with_the_arguments_that_fit(tmp_path):
+    """A timm ViT (absolute positions, no layer scale) into a PeCo-flavour backbone (layer
+    scale, per-block relative positions) would load only partly and train on: refused, naming
+    what would stay at its initial values and the arguments that load it, which then do."""
+    torch.manual_seed(0)
+    src = timm.models.vision_transformer.VisionTransformer(
+        img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4, num_classes=0).eval()
+    path = tmp_path / 'timm.pth'
+    torch.save(src.state_dict(), path)
+    peco_flavour = dict(use_abs_pos_emb=False, rel_pos_bias='per_block',
+                        layer_scale_init_value=0.1)
+    with pytest.raises(ValueError) as err:
+        PeCoViT(arch='test', img_size=32, patch_size=8, **peco_flavour,
+                init_cfg=dict(type='Pretrained', checkpoint=str(path))).init_weights()
+    msg = str(err.value)
+    assert msg.startswith(f'{path}: a ViT of another flavour than this backbone: layer scale '
+                          '(not in the file): 4, e.g. blocks.0.gamma_1; relative position bias '
+                          '(not in the file): 2, e.g. blocks.0.rel_pos_bias.relative_position_'
+                          'bias_table; absolute position embedding (in the file only): 1, e.g. '
+                          'pos_embed. Loading it would leave these weights at their initial '
+                          "values. Set the backbone's layer_scale_init_value=0.0, "
+                          "rel_pos_bias='none', use_abs_pos_emb=True to fit it;")
+    fixed = PeCoViT(arch='test', img_size=32, patch_size=8, layer_scale_init_value=0.0,
+                    rel_pos_bias='none', use_abs_pos_emb=True,
+                    init_cfg=dict(type='Pretrained', checkpoint=str(path)))
+    fixed.init_weights()
+    x = torch.randn(2, 3, 32, 32)
+    torch.testing.assert_close(fixed.eval()(x)[0], src.forward_features(x)[:, 0], atol=1e-5,
+                               rtol=1e-5)
+    # another depth: the blocks the file lacks, and the depth that fits
+    with pytest.raises(ValueError, match=r"transformer blocks \(not in the file\): 12, e\.g\. "
+                       r"blocks\.2\.norm1\.weight\. .* Set the backbone's arch\.num_layers=2 "):
+        PeCoViT(arch=dict(embed_dims=64, num_layers=3, num_heads=4), img_size=32, patch_size=8,
+                init_cfg=dict(type='Pretrained', checkpoint=str(path))).init_weights()

@@ -21,7 +21,27 @@ ARCH_DICT = ('model = dict(backbone=dict(arch=dict(_delete_=True, embed_dims=64,
     ({'model.backbone.drop_path_rat': 0.1},
      'model.backbone.drop_path_rat: unknown key for PeCoViT; did you mean '
      'model.backbone.drop_path_rate? '),
-], ids=['arch', 'checkpoint_hook', 'backbone'])
+    ({'optim_wrapper.optimizer.weight_decy': 0.1},
+     'optim_wrapper.optimizer.weight_decy: unknown key for AdamW; did you mean '
+     'optim_wrapper.optimizer.weight_decay? Allowed: lr, betas, eps, weight_decay, '),
+    ({'optim_wrapper.clip_gard': dict(max_norm=1.0)},  # AmpOptimWrapper's **kwargs included
+     'optim_wrapper.clip_gard: unknown key for AmpOptimWrapper; did you mean '
+     'optim_wrapper.clip_grad? Allowed: loss_scale, dtype, use_fsdp, optimizer, '
+     'accumulative_counts, clip_grad, constructor, paramwise_cfg.'),
+    ({'train_dataloader.num_worker': 0},
+     'train_dataloader.num_worker: unknown key for a data loader; did you mean '
+     'train_dataloader.num_workers? '),
+    ({'train_cfg.max_iter': 3},
+     'train_cfg.max_iter: unknown key for IterBasedTrainLoop; did you mean train_cfg.max_iters? '
+     'Allowed: max_iters, val_begin, val_interval, dynamic_intervals.'),
+    ({'env_cfg.dist_cfg.timout': 60},
+     'env_cfg.dist_cfg.timout: unknown key for env_cfg.dist_cfg; did you mean '
+     'env_cfg.dist_cfg.timeout? Allowed: backend, init_backend, init_method, timeout, '),
+    ({'custom_hooks': [dict(type='EMAHok')]},
+     "custom_hooks.0.type='EMAHok': no hook of that name is registered (scope 'mmpretrain'; "
+     "custom_imports must import the module that registers it). Did you mean 'EMAHook'?"),
+], ids=['arch', 'checkpoint_hook', 'backbone', 'optimizer', 'optim_wrapper', 'dataloader',
+        'loop', 'dist_cfg', 'hook_type'])
 def test_typo_refused_before_training(tmp_path, cls_data, isolated_mmengine, option, message):
     from peco_mm.engine.launch import run
     cfg = write_cls(tmp_path / 'cls.py', cls_data, iters=2, interval=1, extra=ARCH_DICT)

@@ -7,8 +7,12 @@ from tests.dense.conftest import TINY_UPERNET, write_cfg
 
 # two classes on purpose (labels 0..2 must be refused); mmseg advises a 1-channel head for them
 @pytest.mark.filterwarnings('ignore:For binary segmentation:UserWarning')
-def test_label_check_takes_the_heads_classes(tmp_path, ade_root, isolated_mmengine):
+def test_label_check_takes_the_heads_classes(tmp_path, ade_root, isolated_mmengine,
+                                            monkeypatch):
     from peco_mm.engine.launch import run
+    # the pre-flight names the 2-class head against ADE20K's 150 classes first
+    # (tests/engine/test_preflight.py); here the label check behind it, which sees the files
+    monkeypatch.setenv('PECO_SKIP_PREFLIGHT', '1')
     cfg = write_cfg(tmp_path / 'upernet.py', TINY_UPERNET, data=ade_root, lr=1e-3, iters=2)
     opts = {'model.decode_head.num_classes': 2, 'model.auxiliary_head.num_classes': 2}
     with pytest.raises(RuntimeError) as err:  # the demo labels are 1..3 -> 0..2

@@ -28,6 +28,23 @@ def test_copied_work_dir_resumes_from_its_own_files(tmp_path):
     assert find_resumable_checkpoint(str(copy))[0] == str(copy / 'iter_2.pth')
 
 
+def test_resume_with_no_readable_checkpoint_stops_instead_of_starting_over(tmp_path):
+    import pytest
+    from mmengine.config import Config
+
+    from peco_mm.engine.hooks.safeguards import add_safeguards
+    (tmp_path / 'iter_2.pth').write_bytes(b'PK\x03\x04 cut')  # a torn write
+    cfg = Config(dict(work_dir=str(tmp_path), resume=True, load_from=None))
+    with pytest.raises(FileNotFoundError) as err:
+        add_safeguards(cfg)
+    assert str(err.value).startswith(f'--resume: no checkpoint of the work dir {tmp_path} '
+                                     f"reads back (resume: skipped {tmp_path / 'iter_2.pth'}: ")
+    assert 'leave out --resume to start from scratch' in str(err.value)
+    cfg = Config(dict(work_dir=str(tmp_path / 'nothing'), resume=True, load_from=None))
+    with pytest.raises(FileNotFoundError, match='no checkpoint of the work dir .*nothing was'):
+        add_safeguards(cfg)
+
+
 def test_disk_full_during_a_save(tmp_path, cls_data, isolated_mmengine, monkeypatch):
     import errno
 

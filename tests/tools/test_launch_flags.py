@@ -78,6 +78,11 @@ def test_shell_tools_print_their_usage(tool):
     assert out.returncode == 2
     assert out.stdout.lstrip().startswith(('Train', 'Evaluate'))
     assert f'tools/{tool}' in out.stdout and 'PORT' in out.stdout
+    for flag in ('--help', '-h'):  # asked for: the same text, and success
+        asked = run_tool(['bash', f'tools/{tool}', flag], check=False)
+        assert asked.returncode == 0 and asked.stdout == out.stdout, asked.stderr
+    # the header comment only, not the script's first command
+    assert 'set -euo' not in out.stdout and out.stdout.rstrip().endswith(('.', ')'))
 
 
 @pytest.mark.parametrize('env, expected', [
@@ -114,6 +119,26 @@ def test_tools_run_as_bare_commands_from_any_folder(tool, tmp_path):
         out = subprocess.run([str(path), '--help'], cwd=tmp_path, env=env, capture_output=True,
                              text=True)
         assert out.returncode == 0 and 'examples:' in out.stdout, out.stderr
+
+
+@pytest.mark.parametrize('tool', sorted(p.name for p in (ROOT / 'tools').glob('*.py')
+                                         if p.name != 'check_environment.py'))
+def test_tools_outside_the_environment_name_the_fix(tool, tmp_path):
+    """A Python without the project's packages (`-S`: no site-packages, as a system python):
+    one line naming the missing packages and the activation, no ModuleNotFoundError."""
+    out = subprocess.run([sys.executable, '-S', str(ROOT / 'tools' / tool), 'A', 'B'],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1, out.stderr
+    assert 'Traceback' not in out.stderr and 'ModuleNotFoundError' not in out.stderr
+    assert out.stderr.startswith(f'tools/{tool}: torch, mmengine not found by ')
+    assert f"source {ROOT / '.venv' / 'bin' / 'activate'} first" in out.stderr
+
+
+def test_check_environment_passes_here_and_names_the_fix_outside():
+    assert run_tool(['tools/check_environment.py']).returncode == 0
+    out = subprocess.run([sys.executable, '-S', str(ROOT / 'tools' / 'check_environment.py')],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and 'torch, mmengine' in out.stderr, out.stderr
 
 
 # ---- train flags -----------------------------------------------------------------------------

@@ -47,5 +47,6 @@ param_scheduler = [
 ]
 # batch 16 = 8 GPUs x 2 images; 160k iterations x 16 images = 2.56M crops (~127 epochs)
 train_dataloader = dict(batch_size=2)
+recipe_gpus = 8  # the GPU count the lr is stated for: auto_scale_lr.base_batch_size = 8 x batch
 # --auto-scale-lr: lr x (GPUs x batch_size) / 16, the total batch lr 3e-4 belongs to
 auto_scale_lr = dict(base_batch_size=16, enable=False)

@@ -34,6 +34,7 @@ backbone = dict(
 
 # AdamW 4e-4, wd 0.05, layer decay 0.75 (patch embedding: 0.75^13 = 0.024x); batch 16 =
 # 8 GPUs x 2 images (the base's batch_size=2)
+recipe_gpus = 8  # the GPU count the lr is stated for: auto_scale_lr.base_batch_size = 8 x batch
 optim_wrapper = dict(
     # fp16 autocast with a dynamic loss scale (ours), as mmdet's AMP configs: mmcv's RoIAlign
     # CUDA kernels take fp32 / fp16 only, so bf16 is not an option here (on CPU: tools/train.py).

@@ -10,6 +10,7 @@
 # The normalisation of both model inputs is the model's (./peco_vitb.py: data_preprocessor).
 dataset_type = 'ImageNet'
 data_root = 'data/imagenet'  # DATA_ROOT/train/<class>/*.JPEG (+ meta/train.txt)
+recipe_gpus = 8  # the GPU count the lr is stated for: auto_scale_lr.base_batch_size = 8 x batch
 
 train_pipeline = [
     dict(type='LoadImageFromFile'),

@@ -1,6 +1,7 @@
 # ImageNet-1K train set for tokenizer training (224 px crops); val set for tools/test.py.
 data_root = 'data/imagenet'  # DATA_ROOT/{train,val}/<class>/*.JPEG (+ meta/*.txt)
 img_size = 224
+recipe_gpus = 8  # the GPU count the lr is stated for: auto_scale_lr.base_batch_size = 8 x batch
 train_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='RandomResizedCrop', scale=img_size, backend='pillow'),

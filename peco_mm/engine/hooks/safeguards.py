@@ -54,11 +54,16 @@ def add_safeguards(cfg: Config) -> list[str]:
     if cfg.get('resume') and not cfg.get('load_from'):
         found, skipped = find_resumable_checkpoint(cfg.work_dir)
         notes += skipped
-        if found:
-            cfg.load_from = found
-            passed_over = any(n.startswith('resume: skipped') for n in skipped)
-            notes.append(f'resume: using {found}' + (', the newest checkpoint that reads back'
-                                                     if passed_over else ''))
+        if not found:  # mmengine would start from scratch without a word
+            raise FileNotFoundError(
+                f'--resume: no checkpoint of the work dir {cfg.work_dir} reads back'
+                + (f" ({'; '.join(skipped)})" if skipped else '') + '; nothing was started. '
+                'Give --work-dir of the run to continue or --resume CKPT, or leave out '
+                '--resume to start from scratch')
+        cfg.load_from = found
+        passed_over = any(n.startswith('resume: skipped') for n in skipped)
+        notes.append(f'resume: using {found}' + (', the newest checkpoint that reads back'
+                                                 if passed_over else ''))
     elif cfg.get('resume') and cfg.get('load_from'):
         problem = checkpoint_problem(cfg.load_from)
         if problem:

@@ -1,0 +1,123 @@
+"""No process outlives the training process that started it, and none outlives the launcher.
+
+A data loader's workers are forked children of the rank. When the kernel kills a rank (out of
+memory: SIGKILL), nothing tells its workers: torch's worker notices a dead parent only between
+batches (it polls `os.getppid()` every 5 s while idle), a worker busy in a long
+`__getitem__` or blocked writing its batch into a pipe that no one reads keeps running, and
+torchrun signals the process groups of the ranks that are still running, not the group of
+the one that died. The orphaned worker keeps its memory and the launcher's stdout, so
+`tools/dist_train.sh ... | tee log` never returns.
+
+- `tie_forked_children()` (called by `peco_mm.engine.launch.run` in every process) makes the
+  kernel send SIGKILL to each process this one forks from then on (the data loader's workers,
+  any fork start method) when this process ends (Linux `prctl(PR_SET_PDEATHSIG)`).
+- `supervise(argv)` (run as a script by tools/dist_train.sh and dist_test.sh, standard
+  library only) runs torchrun as a child subreaper (`PR_SET_CHILD_SUBREAPER`): every
+  orphaned descendant is re-parented to it, and when torchrun exits (a rank died, or the
+  job ended), every process still left is sent SIGTERM, then SIGKILL after a grace period.
+  Its exit status is torchrun's.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import time
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+GRACE_S = 5.0  # SIGTERM, then this long before SIGKILL
+_tied = []  # the pid whose forked children are tied to it (once per process)
+
+
+def _prctl(option: int, value: int) -> bool:
+    """Linux prctl(option, value); False where there is none (another system)."""
+    if not sys.platform.startswith('linux'):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(option, value, 0, 0, 0) == 0
+
+
+def _die_with_parent(parent: int) -> None:
+    """In a forked child: SIGKILL from the kernel when `parent` ends (and now, if it already
+    has: the signal is only sent for a death after the call)."""
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def tie_forked_children() -> bool:
+    """Every process this one forks from now on dies with it. Linux only (False elsewhere).
+    The kernel ties a child to the thread that forked it: data loaders create their workers
+    in the training thread."""
+    if not sys.platform.startswith('linux'):
+        return False
+    if os.getpid() not in _tied:
+        parent = os.getpid()
+        os.register_at_fork(after_in_child=lambda: _die_with_parent(parent))
+        _tied.append(parent)
+    return True
+
+
+def children(pid: int) -> list[int]:
+    """The live children of `pid` (Linux /proc)."""
+    out = []
+    try:
+        for task in os.listdir(f'/proc/{pid}/task'):
+            with open(f'/proc/{pid}/task/{task}/children') as f:
+                out += [int(c) for c in f.read().split()]
+    except (FileNotFoundError, ProcessLookupError):
+        pass
+    return out
+
+
+def end_descendants(grace_s: float = GRACE_S) -> list[int]:
+    """SIGTERM to every process left below this one, SIGKILL to those still there after
+    `grace_s`; reaps them. Returns the pids it signalled."""
+    signalled = []
+    deadline = time.monotonic() + grace_s
+    sig = signal.SIGTERM
+    while True:
+        while True:  # reap what has ended
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                pid = 0
+            if not pid:
+                break
+        left = children(os.getpid())
+        if not left:
+            return signalled
+        if time.monotonic() > deadline:
+            sig = signal.SIGKILL
+        for pid in left:
+            try:
+                os.kill(pid, sig)
+                signalled += [] if pid in signalled else [pid]
+            except ProcessLookupError:
+                pass
+        time.sleep(0.05)
+
+
+def supervise(argv: list[str]) -> int:
+    """Run `argv` (torchrun and its arguments); once it exits, end every process left (see
+    the module docstring). SIGINT and SIGTERM are passed on to it."""
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    proc = subprocess.Popen(argv)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda s, _: proc.send_signal(s))
+    rc = proc.wait()
+    left = end_descendants()
+    if left:
+        print(f'launcher: ended {len(left)} process(es) that outlived {os.path.basename(argv[0])}'
+              f' (pids {", ".join(map(str, left))}), e.g. data loader workers of a rank that '
+              'died', file=sys.stderr)
+    return rc if rc >= 0 else 128 - rc
+
+
+if __name__ == '__main__':
+    if len(sys.argv) < 2:
+        raise SystemExit('usage: python peco_mm/utils/process_tree.py COMMAND [ARGS...]')
+    sys.exit(supervise(sys.argv[1:]))

@@ -1,0 +1,98 @@
+"""No process outlives the one that started it (peco_mm/utils/process_tree.py): a data loader
+worker dies with its rank, and the launcher ends whatever is left when torchrun exits, so
+`tools/dist_train.sh ... | tee log` returns after a rank is killed."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith('linux'), reason='Linux prctl')
+SUPERVISOR = ROOT / 'peco_mm' / 'utils' / 'process_tree.py'
+# a "rank": forks a busy "worker" (as a data loader does), writes its pid, then is killed by
+# SIGKILL, as the kernel's out-of-memory killer does; the worker holds the rank's stdout
+RANK = r'''
+import importlib.util, multiprocessing as mp, os, signal, sys, time
+if {tie}:  # the module alone (importing peco_mm would import torch: seconds)
+    spec = importlib.util.spec_from_file_location('process_tree', {module!r})
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.tie_forked_children()
+
+def busy():
+    time.sleep(60)  # a long __getitem__
+
+if __name__ == '__main__':
+    worker = mp.get_context('fork').Process(target=busy)
+    worker.start()
+    open({pid_file!r}, 'w').write(str(worker.pid))
+    print('rank started', flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+'''
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f'/proc/{pid}/stat') as f:
+            return f.read().split(') ')[1][0] != 'Z'
+    except FileNotFoundError:
+        return False
+
+
+def _rank(tmp_path, tie: bool):
+    script = tmp_path / 'rank.py'
+    pid_file = tmp_path / 'worker.pid'
+    script.write_text(RANK.format(module=str(SUPERVISOR), tie=tie, pid_file=str(pid_file)))
+    return script, pid_file
+
+
+def _wait_gone(pid: int, seconds: float) -> bool:
+    end = time.monotonic() + seconds
+    while _alive(pid) and time.monotonic() < end:
+        time.sleep(0.05)
+    return not _alive(pid)
+
+
+def test_a_forked_worker_dies_with_its_killed_parent(tmp_path):
+    for tie in (True, False):  # without the tie: the worker outlives the rank
+        script, pid_file = _rank(tmp_path, tie)
+        proc = subprocess.run([sys.executable, str(script)], stdout=subprocess.DEVNULL,
+                              timeout=30)
+        assert proc.returncode == -9
+        worker = int(pid_file.read_text())
+        try:
+            assert _wait_gone(worker, 1.0) == tie, f'tie={tie}'
+        finally:
+            if _alive(worker):
+                os.kill(worker, 9)
+
+
+def test_the_launcher_ends_what_a_killed_rank_left_and_frees_the_pipe(tmp_path):
+    """The supervisor runs the "rank" (untied: as torchrun's children would leave it) with its
+    output into a pipe, like `| tee`: the pipe closes at once, the worker is ended, the exit
+    status is the rank's (128 + 9)."""
+    script, pid_file = _rank(tmp_path, tie=False)
+    start = time.monotonic()
+    proc = subprocess.run([sys.executable, str(SUPERVISOR), sys.executable, str(script)],
+                          capture_output=True, text=True, timeout=30)
+    took = time.monotonic() - start
+    worker = int(pid_file.read_text())
+    assert not _alive(worker)
+    assert proc.returncode == 137 and 'rank started' in proc.stdout
+    assert 'launcher: ended 1 process(es) that outlived python' in proc.stderr.replace(
+        os.path.basename(sys.executable), 'python')
+    assert took < 10, f'{took:.1f} s'  # SIGTERM ends the sleeping worker at once
+    # an ordinary command: its status and output, nothing else said
+    ok = subprocess.run([sys.executable, str(SUPERVISOR), sys.executable, '-c', 'print(1)'],
+                        capture_output=True, text=True, timeout=30)
+    assert (ok.returncode, ok.stdout, ok.stderr) == (0, '1\n', '')
+
+
+def test_dist_scripts_run_torchrun_under_the_supervisor():
+    for script in ('dist_train.sh', 'dist_test.sh'):
+        text = (ROOT / 'tools' / script).read_text()
+        assert ('exec "$PY" "$ROOT/peco_mm/utils/process_tree.py" \\\n'
+                '  "$PY" -m torch.distributed.run') in text, script
