@@ -1,6 +1,8 @@
 """peco_mm: PeCo (Perceptual Codebook for BERT pre-training of vision transformers) as an
 OpenMMLab plugin. `import peco_mm` registers every peco_mm type in the OpenMMLab registries
-(`register_all`) and routes mmengine's checkpoint loading through peco_mm's weights-only gate."""
+(`register_all`) and changes nothing else of mmengine or torch: PeCo's launcher and tools read
+mmengine's checkpoints through peco_mm's weights-only gate while their runs last
+(`peco_mm.checkpoint.checkpoints_through_gate`)."""
 from __future__ import annotations
 
 import importlib
@@ -8,7 +10,6 @@ import sys
 import warnings
 
 from . import registry as _registry
-from .checkpoint import allow_mmengine_checkpoints, route_mmengine_checkpoints
 from .version import __version__
 
 __all__ = ['__version__', 'register_all']
@@ -45,8 +46,6 @@ def register_all() -> list[str]:
     """Import every core module that registers something, and register stand-ins for the
     host modules (`HOST_MODULES`); return the host modules skipped for a missing host."""
     global _registered
-    allow_mmengine_checkpoints()
-    route_mmengine_checkpoints()  # load_from / resume / init_cfg read weights-only
     skipped = []
     if not _registered:
         for problem in _registry.host_stack_problems():

@@ -5,7 +5,8 @@
 - `stored_config`: the config text a checkpoint stores, read as data (never executed);
 - `keymaps`: other formats' key names mapped to PeCoViT's (the whole conversion);
 - `vit_args`: a ViT's arguments read from its weights, and its position tables adapted;
-- `mmengine_loaders`: mmengine's checkpoint schemes routed through the gate;
+- `mmengine_loaders`: mmengine's checkpoint schemes routed through the gate while PeCo's runs
+  last (`checkpoints_through_gate`);
 - `inert`: a file's other pickled objects read as inert stand-ins through the same
   weights-only unpickler (`read_checkpoint(path, inert_objects=True)`): nothing of them runs;
 - `module_pickle`: the weights of a pickled `nn.Module` (OpenAI's DALL-E files), read off
@@ -13,8 +14,8 @@
 """
 from .keymaps import (FORMATS, Conversion, cnn_backbone_state_dict, convert_checkpoint,
                       convert_state_dict, detect_format, tokenizer_state_dict)
-from .mmengine_loaders import (MMENGINE_SCHEMES, allow_mmengine_checkpoints,
-                               load_from_weights_only, route_mmengine_checkpoints)
+from .mmengine_loaders import (MMENGINE_SCHEMES, checkpoints_through_gate,
+                               load_from_weights_only)
 from .module_pickle import read_module_state_dict
 from .reader import (is_state_dict, is_url, read_checkpoint, select_prefix, strip_prefix,
                      unwrap)
@@ -22,10 +23,10 @@ from .stored_config import StoredConfigError, as_plain_data, parse_config_text
 from .vit_args import infer_pecovit_kwargs
 
 __all__ = ['FORMATS', 'MMENGINE_SCHEMES', 'Conversion', 'StoredConfigError',
-           'allow_mmengine_checkpoints', 'as_plain_data', 'cnn_backbone_state_dict',
+           'as_plain_data', 'checkpoints_through_gate', 'cnn_backbone_state_dict',
            'convert_checkpoint',
            'convert_state_dict', 'detect_format', 'infer_pecovit_kwargs', 'is_state_dict',
            'is_url', 'load_from_weights_only', 'parse_config_text', 'read_checkpoint',
            'read_module_state_dict',
-           'route_mmengine_checkpoints', 'select_prefix', 'strip_prefix', 'tokenizer_state_dict',
+           'select_prefix', 'strip_prefix', 'tokenizer_state_dict',
            'unwrap']

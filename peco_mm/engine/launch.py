@@ -17,6 +17,8 @@ tests all call it. It
 - checks every checkpoint and dataset path the config reads before anything is built, and
   reports all missing ones at once, each with its config key, the expected layout and where
   to get it (`peco_mm.engine.preflight`);
+- reads every checkpoint mmengine loads for the run (`load_from`, `resume`, `init_cfg`)
+  through peco_mm's weights-only gate (`peco_mm.checkpoint.checkpoints_through_gate`);
 - adds the training safeguards of `peco_mm.engine.hooks.safeguards` (atomic checkpoints,
   resume fallback and check, non-finite loss guard, bad-sample policy);
 - on a machine without CUDA, keeps freed CPU memory for the next step instead of returning it
@@ -38,6 +40,7 @@ import torch.distributed as dist
 from mmengine.config import Config, ConfigDict
 from mmengine.dist import is_main_process
 
+from ..checkpoint.mmengine_loaders import checkpoints_through_gate
 from ..utils.malloc import apply_cpu_malloc
 from . import console, preflight
 from .preflight import LAYOUTS, PreflightError, dataset_layout  # noqa: F401 (public names)
@@ -102,13 +105,15 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
     preflight.check(cfg, mode, resume=resume, checkpoint=checkpoint, config=config_path)
     add_vis_backends(cfg, vis_backends)
     sync_with_model(cfg)
-    runner = prepare_runner(cfg, mode, show_config)
-    if mode == 'train':
-        from .work_dir_lock import unlock_work_dir
-        runner.train()
-        unlock_work_dir(cfg.work_dir)
-        return RunResult(runner, None)
-    metrics = runner.test()
+    # load_from, resume and every init_cfg Pretrained read weights-only through the gate
+    with checkpoints_through_gate():
+        runner = prepare_runner(cfg, mode, show_config)
+        if mode == 'train':
+            from .work_dir_lock import unlock_work_dir
+            runner.train()
+            unlock_work_dir(cfg.work_dir)
+            return RunResult(runner, None)
+        metrics = runner.test()
     if out and out.endswith(('.json', '.yaml', '.yml')) and is_main_process():
         import mmengine
         mmengine.dump(metrics, out)
