@@ -135,8 +135,7 @@ def prepare_runner(cfg: Config, mode: str, show_config: bool = False):
         notes.append(lock_work_dir(cfg.work_dir))
         notes += add_safeguards(cfg)
     setup_cpu_distributed(cfg)
-    with console.quiet_runner_logs(show_config):
-        runner = build_runner(cfg)
+    runner = build_runner(cfg, show_config)
     if mode == 'train':  # a training set that gives no batch, named before training
         check_train_batches(runner)
     if not show_config:
@@ -348,9 +347,10 @@ def setup_cpu_distributed(cfg: Config) -> None:
     cfg.model_wrapper_cfg = wrapper
 
 
-def build_runner(cfg: Config):
+def build_runner(cfg: Config, show_config: bool = False):
     """mmengine's Runner, or the runner `runner_type` names (e.g. FlexibleRunner), as the
-    hosts' tools/train.py do."""
+    hosts' tools/train.py do, with the console filters on its logger
+    (`console.quiet_runner_class`; `show_config`: keep the config on the console)."""
     from mmengine.registry import RUNNERS
     from mmengine.runner import Runner
 
@@ -372,8 +372,14 @@ def build_runner(cfg: Config):
             raise ValueError(f'strategy {strategy} needs a distributed launch: '
                              'tools/dist_train.sh CONFIG NUM_PROCS (or --launcher pytorch '
                              'under torchrun)')
-        return RUNNERS.build(cfg)
-    return Runner.from_cfg(cfg)
+        runner_cls = cfg.runner_type  # a name, or a class (as mmengine's RUNNERS.build)
+        if isinstance(runner_cls, str):
+            with RUNNERS.switch_scope_and_registry(cfg.get('_scope_')) as registry:
+                runner_cls = registry.get(cfg.runner_type)
+        if runner_cls is None:
+            raise KeyError(f'runner_type={cfg.runner_type!r} is not in the RUNNERS registry')
+        return console.quiet_runner_class(runner_cls, show_config).from_cfg(cfg)
+    return console.quiet_runner_class(Runner, show_config).from_cfg(cfg)
 
 
 def check_pretrained_paths(cfg: Config) -> None:
