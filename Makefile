@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 PYTEST_WORKERS ?= 2
 WORK_DIR ?= work_dirs/demo
 
-.PHONY: install test test-mmengine-low demo lint clean gpu-check
+.PHONY: install test test-mmengine-low test-torch-low demo lint clean gpu-check
 
 install:
 	@bash tools/install.sh
@@ -21,6 +21,14 @@ test-mmengine-low: install
 		--target $(VENV)/mmengine-$(MMENGINE_LOW) mmengine==$(MMENGINE_LOW)
 	PYTHONPATH=$(VENV)/mmengine-$(MMENGINE_LOW) $(PY) -m pytest tests -q -n $(PYTEST_WORKERS) \
 		--dist loadfile
+
+# the suite on the low end of setup.cfg's torch range, in a venv of its own (tools/install.sh
+# with PECO_TORCH): PyPI has only torch's CUDA wheels, so it downloads a few GB once
+TORCH_LOW ?= torch==2.11.0 torchvision==0.26.0
+TORCH_LOW_VENV ?= .venv-torch-low
+test-torch-low:
+	PECO_VENV=$(TORCH_LOW_VENV) PECO_TORCH="$(TORCH_LOW)" bash tools/install.sh
+	$(TORCH_LOW_VENV)/bin/python -m pytest tests -q -n $(PYTEST_WORKERS) --dist loadfile
 
 demo: install
 	$(PY) tools/study.py --profile demo --work-dir $(WORK_DIR)

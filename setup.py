@@ -1,10 +1,11 @@
 """Packaging; the metadata and dependencies are in setup.cfg.
 
 This file only adds the start-up hook ``peco_mm_mmcv_ext.pth`` (peco_mm/ops/) to the root of
-the wheel, i.e. to site-packages, for ``pip install .`` and ``pip install -e .`` alike. The hook
-lets ``import mmcv.ops`` find peco_mm's torchvision-backed ops in an mmcv-lite environment, and
-``import mmaction.models`` the module mmaction2's wheel lacks, whatever is imported first (see
-peco_mm/ops/ext_finder.py).
+the wheel, i.e. to site-packages, for ``pip install .`` and ``pip install -e .`` alike.
+``import peco_mm`` serves peco_mm's torchvision-backed mmcv ops (and the module mmaction2's
+wheel lacks) by itself; the hook is for stock OpenMMLab configs that never import peco_mm: it
+lets their ``import mmcv.ops`` find the ops in an mmcv-lite environment, whatever is imported
+first (see peco_mm/ops/ext_finder.py; ``PECO_MM_STARTUP_HOOK=0`` turns it off).
 """
 import os
 import shutil

@@ -1,15 +1,24 @@
 """peco_mm: PeCo (Perceptual Codebook for BERT pre-training of vision transformers) as an
 OpenMMLab plugin. `import peco_mm` registers every peco_mm type in the OpenMMLab registries
-(`register_all`) and routes mmengine's checkpoint loading through peco_mm's weights-only gate."""
+(`register_all`), serves mmcv's compiled ops from torchvision where mmcv has none
+(`peco_mm.ops`), and changes nothing else of mmengine or torch: PeCo's launcher and tools read
+mmengine's checkpoints through peco_mm's weights-only gate while their runs last
+(`peco_mm.checkpoint.checkpoints_through_gate`)."""
 from __future__ import annotations
 
 import importlib
 import sys
 import warnings
 
-from . import registry as _registry
-from .checkpoint import allow_mmengine_checkpoints, route_mmengine_checkpoints
-from .version import __version__
+from .ops import ext_finder as _ext_finder
+
+# mmcv-lite's missing `mmcv._ext` (and mmaction2's missing module) served from peco_mm/ops/
+# wherever peco_mm is imported, also without the start-up hook (a checkout on PYTHONPATH);
+# first, so that no host has imported mmcv.ops before
+_ext_finder.install()
+
+from . import registry as _registry  # noqa: E402
+from .version import __version__  # noqa: E402
 
 __all__ = ['__version__', 'register_all']
 
@@ -45,8 +54,6 @@ def register_all() -> list[str]:
     """Import every core module that registers something, and register stand-ins for the
     host modules (`HOST_MODULES`); return the host modules skipped for a missing host."""
     global _registered
-    allow_mmengine_checkpoints()
-    route_mmengine_checkpoints()  # load_from / resume / init_cfg read weights-only
     skipped = []
     if not _registered:
         for problem in _registry.host_stack_problems():

@@ -85,19 +85,22 @@ def test_checkpoints_of_our_launcher_keep_history_buffer_unpatched(tmp_path):
     from mmengine.logging import HistoryBuffer, MessageHub
 
     from peco_mm.checkpoint.mmengine_loaders import weights_only_message_hub
+    from peco_mm.checkpoint.reader import mmengine_checkpoint_types
     original = dict(HistoryBuffer.__dict__)
     hub = MessageHub('test_weights_only_message_hub')
     hub.update_scalar('train/loss', 1.0)
     hub.update_scalar('train/loss', 3.0)
     torch.save({'message_hub': weights_only_message_hub(hub.state_dict())}, tmp_path / 'a.pth')
     assert dict(HistoryBuffer.__dict__) == original
-    loaded = torch.load(tmp_path / 'a.pth', weights_only=True)['message_hub']['log_scalars']
+    with torch.serialization.safe_globals(mmengine_checkpoint_types()):  # as the gate reads
+        loaded = torch.load(tmp_path / 'a.pth', weights_only=True)['message_hub']['log_scalars']
     buf = loaded['train/loss']
     assert type(buf) is HistoryBuffer and buf.current() == 3.0 and buf.mean() == 2.0
     assert 'statistics_methods' not in vars(buf)
     assert type(hub.get_scalar('train/loss')) is HistoryBuffer  # the runner's own: untouched
     torch.save({'message_hub': hub.state_dict()}, tmp_path / 'b.pth')  # mmengine's pickling
-    with pytest.raises(Exception, match='(?i)weights.only'):
+    with torch.serialization.safe_globals(mmengine_checkpoint_types()), pytest.raises(
+            Exception, match='(?i)weights.only'):
         torch.load(tmp_path / 'b.pth', weights_only=True)
 
 

@@ -88,6 +88,8 @@ def build(config: str, checkpoint: str, device: str):
     from mmengine.config import Config
     from mmengine.registry import init_default_scope
     from mmengine.runner import Runner, load_checkpoint
+
+    from peco_mm.checkpoint import checkpoints_through_gate
     if not osp.isfile(config):
         raise SystemExit(f'adversarial_eval.py: config {config!r} not found')
     if not osp.isfile(checkpoint):
@@ -98,7 +100,8 @@ def build(config: str, checkpoint: str, device: str):
     if cfg.get('data_preprocessor') is not None:  # as mmengine's Runner does
         cfg.model.setdefault('data_preprocessor', cfg.data_preprocessor)
     model = MODELS.build(cfg.model)
-    load_checkpoint(model, checkpoint, map_location='cpu', logger='silent')
+    with checkpoints_through_gate():  # the file and its init_cfg read weights-only
+        load_checkpoint(model, checkpoint, map_location='cpu', logger='silent')
     model.to(device).eval()
     for prm in model.parameters():
         prm.requires_grad_(False)

@@ -17,6 +17,10 @@
 # present (PECO_FORCE_CUDA=1: with nvcc and no GPU; TORCH_CUDA_ARCH_LIST picks the architectures,
 # by default those of the visible GPUs), CPU ops otherwise. Needs g++ (and nvcc for CUDA).
 #
+# torch: setup.cfg allows a range (torch>=2.11,<2.15); this script pins the version the project's
+# venv is tested with, PECO_TORCH (default "torch==2.14.1 torchvision==0.29.1"; `make
+# test-torch-low` installs the low end into its own venv with it).
+#
 # A rerun with nothing changed returns at once (stamp file in the venv).
 set -euo pipefail
 
@@ -26,6 +30,7 @@ CACHE="${PECO_WHEEL_CACHE:-$HOME/.cache/peco_mm/wheels}"
 PY="${PECO_PYTHON:-python3.11}"
 STAMP="$VENV/.peco_mm_installed"
 MMCV_OPS="${PECO_MMCV_OPS:-0}"
+TORCH_PINS="${PECO_TORCH:-torch==2.14.1 torchvision==0.29.1}"
 for arg in "$@"; do
   case "$arg" in
     --mmcv-ops) MMCV_OPS=1 ;;
@@ -35,7 +40,7 @@ for arg in "$@"; do
 done
 [[ "$MMCV_OPS" == 1 ]] && MODE=mmcv-ops || MODE=lite
 
-want="$(cat "$ROOT/setup.cfg" "$ROOT/setup.py" "$ROOT/pyproject.toml" "$0" | sha1sum | cut -c1-12)-$MODE"
+want="$(cat "$ROOT/setup.cfg" "$ROOT/setup.py" "$ROOT/pyproject.toml" "$0" | sha1sum | cut -c1-12)-$MODE-${TORCH_PINS// /-}"
 if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$want" && -x "$VENV/bin/python" ]]; then
   echo "install: $VENV is up to date ($MODE)"
   exit 0
@@ -95,8 +100,9 @@ if [[ "$(basename "${INSTALL[0]}")" == uv ]] && "$UV" pip install --help 2>/dev/
   echo opencv-contrib-python > "$VENV/.peco_mm_excludes.txt"
   one_cv2=(--excludes "$VENV/.peco_mm_excludes.txt")
 fi
-step "installing torch, mmengine, mmcv-lite, mmdet, mmseg, mmpretrain, mmaction2, timm, peco_mm ($(basename "${INSTALL[0]}"))"
-"${INSTALL[@]}" "${one_cv2[@]}" -e "$ROOT[tests]"
+step "installing $TORCH_PINS, mmengine, mmcv-lite, mmdet, mmseg, mmpretrain, mmaction2, timm, peco_mm ($(basename "${INSTALL[0]}"))"
+read -r -a torch_pins <<< "$TORCH_PINS"
+"${INSTALL[@]}" "${one_cv2[@]}" -e "$ROOT[tests]" "${torch_pins[@]}"
 if "$VPY" -c 'import importlib.metadata as m; m.version("opencv-contrib-python")' 2>/dev/null; then
   step "keeping one cv2: removing opencv-contrib-python, reinstalling opencv-python"
   "${PIP[@]}" uninstall --quiet --yes opencv-contrib-python

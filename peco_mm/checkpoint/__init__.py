@@ -6,7 +6,8 @@
 - `stored_names`: the `type` / `_scope_` names in such data, allowed only when registered;
 - `keymaps`: other formats' key names mapped to PeCoViT's (the whole conversion);
 - `vit_args`: a ViT's arguments read from its weights, and its position tables adapted;
-- `mmengine_loaders`: mmengine's checkpoint schemes routed through the gate;
+- `mmengine_loaders`: mmengine's checkpoint schemes routed through the gate while PeCo's runs
+  last (`checkpoints_through_gate`);
 - `inert`: a file's other pickled objects read as inert stand-ins through the same
   weights-only unpickler (`read_checkpoint(path, inert_objects=True)`): nothing of them runs;
 - `module_pickle`: the weights of a pickled `nn.Module` (OpenAI's DALL-E files), read off
@@ -15,8 +16,8 @@
 """
 from .keymaps import (FORMATS, Conversion, cnn_backbone_state_dict, convert_checkpoint,
                       convert_state_dict, detect_format, tokenizer_state_dict)
-from .mmengine_loaders import (MMENGINE_SCHEMES, allow_mmengine_checkpoints,
-                               load_from_weights_only, route_mmengine_checkpoints)
+from .mmengine_loaders import (MMENGINE_SCHEMES, checkpoints_through_gate,
+                               load_from_weights_only)
 from .module_pickle import read_module_state_dict
 from .reader import (is_state_dict, is_url, read_checkpoint, select_prefix, strip_prefix,
                      unwrap)
@@ -25,10 +26,10 @@ from .stored_names import check_registered_names, registered_names
 from .vit_args import infer_pecovit_kwargs
 
 __all__ = ['FORMATS', 'MMENGINE_SCHEMES', 'Conversion', 'StoredConfigError',
-           'allow_mmengine_checkpoints', 'as_plain_data', 'check_registered_names',
+           'as_plain_data', 'check_registered_names', 'checkpoints_through_gate',
            'cnn_backbone_state_dict', 'convert_checkpoint',
            'convert_state_dict', 'detect_format', 'infer_pecovit_kwargs', 'is_state_dict',
            'is_url', 'load_from_weights_only', 'parse_config_text', 'read_checkpoint',
            'read_module_state_dict', 'registered_names',
-           'route_mmengine_checkpoints', 'select_prefix', 'strip_prefix', 'tokenizer_state_dict',
+           'select_prefix', 'strip_prefix', 'tokenizer_state_dict',
            'unwrap']

@@ -82,8 +82,8 @@ def read_checkpoint(path: str, inert_objects: bool = False,
     check_read_budget(path)  # sizes read off the opcodes, before anything is allocated
     is_zip = _head(path).startswith(ZIP_MAGIC)
     try:
-        # only the types not yet allowed: leaving the context removes what it added, and
-        # `import peco_mm` has allowed them for mmengine's own resume already
+        # mmengine's checkpoint types allowed for this read only: leaving the context removes
+        # what it added (types a caller already allowed stay as they were)
         allowed = torch.serialization.get_safe_globals()
         extra = [t for t in mmengine_checkpoint_types() if t not in allowed]
         with torch.serialization.safe_globals(extra):

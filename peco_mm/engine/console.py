@@ -116,25 +116,29 @@ def quiet(logger: logging.Logger, show_config: bool = False) -> logging.Logger:
     return logger
 
 
-@contextlib.contextmanager
-def quiet_runner_logs(show_config: bool = False):
-    """While a Runner is built: every MMLogger it creates gets the filters before the Runner
-    logs its environment and config."""
-    from mmengine.logging import MMLogger
-    own = MMLogger.__dict__.get('get_instance')  # None: inherited from ManagerMixin
-    original = MMLogger.get_instance  # bound to MMLogger
+class QuietConsole:
+    """Mixin for a runner class: the console filters (`quiet`) go on the run's logger as soon
+    as mmengine builds it, before the runner logs its environment and config, through
+    mmengine's public methods: `build_logger` (Runner), `build_strategy` (FlexibleRunner, whose
+    strategy builds the logger)."""
+    show_config = False
 
-    def get_instance(cls, name, **kwargs):
-        return quiet(original(name, **kwargs), show_config)
+    def build_logger(self, *args, **kwargs):
+        return quiet(super().build_logger(*args, **kwargs), self.show_config)
 
-    MMLogger.get_instance = classmethod(get_instance)
-    try:
-        yield
-    finally:
-        if own is not None:
-            MMLogger.get_instance = own
-        else:
-            del MMLogger.get_instance
+    def build_strategy(self, *args, **kwargs):
+        strategy = super().build_strategy(*args, **kwargs)
+        quiet(strategy.logger, self.show_config)
+        return strategy
+
+
+def quiet_runner_class(runner_cls: type, show_config: bool = False) -> type:
+    """`runner_cls` (mmengine's Runner, FlexibleRunner, a host's) with `QuietConsole`, under
+    the same name."""
+    return type(runner_cls.__name__, (QuietConsole, runner_cls),
+                dict(show_config=show_config, __module__=__name__,
+                     __doc__=f'{runner_cls.__name__} with the console filters of '
+                             f'{__name__}.'))
 
 
 def log_once_per_process(logger: logging.Logger, note: str | None,

@@ -17,6 +17,8 @@ tests all call it. It
 - checks every checkpoint and dataset path the config reads before anything is built, and
   reports all missing ones at once, each with its config key, the expected layout and where
   to get it (`peco_mm.engine.preflight`);
+- reads every checkpoint mmengine loads for the run (`load_from`, `resume`, `init_cfg`)
+  through peco_mm's weights-only gate (`peco_mm.checkpoint.checkpoints_through_gate`);
 - adds the training safeguards of `peco_mm.engine.hooks.safeguards` (atomic checkpoints,
   resume fallback and check, non-finite loss guard, bad-sample policy);
 - on a machine without CUDA, keeps freed CPU memory for the next step instead of returning it
@@ -38,6 +40,7 @@ import torch.distributed as dist
 from mmengine.config import Config, ConfigDict
 from mmengine.dist import is_main_process
 
+from ..checkpoint.mmengine_loaders import checkpoints_through_gate
 from ..utils.malloc import apply_cpu_malloc
 from ..utils.process_tree import tie_forked_children
 from . import console, preflight
@@ -104,13 +107,15 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
     preflight.check(cfg, mode, resume=resume, checkpoint=checkpoint, config=config_path)
     add_vis_backends(cfg, vis_backends)
     sync_with_model(cfg)
-    runner = prepare_runner(cfg, mode, show_config)
-    if mode == 'train':
-        from .work_dir_lock import unlock_work_dir
-        runner.train()
-        unlock_work_dir(cfg.work_dir)
-        return RunResult(runner, None)
-    metrics = runner.test()
+    # load_from, resume and every init_cfg Pretrained read weights-only through the gate
+    with checkpoints_through_gate():
+        runner = prepare_runner(cfg, mode, show_config)
+        if mode == 'train':
+            from .work_dir_lock import unlock_work_dir
+            runner.train()
+            unlock_work_dir(cfg.work_dir)
+            return RunResult(runner, None)
+        metrics = runner.test()
     if out and out.endswith(('.json', '.yaml', '.yml')) and is_main_process():
         import mmengine
         mmengine.dump(metrics, out)
@@ -133,8 +138,7 @@ def prepare_runner(cfg: Config, mode: str, show_config: bool = False):
         notes.append(lock_work_dir(cfg.work_dir))
         notes += add_safeguards(cfg)
     setup_cpu_distributed(cfg)
-    with console.quiet_runner_logs(show_config):
-        runner = build_runner(cfg)
+    runner = build_runner(cfg, show_config)
     check_dataset_labels(runner, mode)  # labels outside the head's classes, by file
     if mode == 'train':  # a training set that gives no batch, named before training
         check_train_batches(runner)
@@ -347,9 +351,10 @@ def setup_cpu_distributed(cfg: Config) -> None:
     cfg.model_wrapper_cfg = wrapper
 
 
-def build_runner(cfg: Config):
+def build_runner(cfg: Config, show_config: bool = False):
     """mmengine's Runner, or the runner `runner_type` names (e.g. FlexibleRunner), as the
-    hosts' tools/train.py do."""
+    hosts' tools/train.py do, with the console filters on its logger
+    (`console.quiet_runner_class`; `show_config`: keep the config on the console)."""
     from mmengine.registry import RUNNERS
     from mmengine.runner import Runner
 
@@ -371,8 +376,14 @@ def build_runner(cfg: Config):
             raise ValueError(f'strategy {strategy} needs a distributed launch: '
                              'tools/dist_train.sh CONFIG NUM_PROCS (or --launcher pytorch '
                              'under torchrun)')
-        return RUNNERS.build(cfg)
-    return Runner.from_cfg(cfg)
+        runner_cls = cfg.runner_type  # a name, or a class (as mmengine's RUNNERS.build)
+        if isinstance(runner_cls, str):
+            with RUNNERS.switch_scope_and_registry(cfg.get('_scope_')) as registry:
+                runner_cls = registry.get(cfg.runner_type)
+        if runner_cls is None:
+            raise KeyError(f'runner_type={cfg.runner_type!r} is not in the RUNNERS registry')
+        return console.quiet_runner_class(runner_cls, show_config).from_cfg(cfg)
+    return console.quiet_runner_class(Runner, show_config).from_cfg(cfg)
 
 
 def check_pretrained_paths(cfg: Config) -> None:

@@ -52,21 +52,6 @@ class Attention(nn.Module):
         return self.proj_drop(self.proj(x))
 
 
-class Mlp(nn.Module):
-    """timm's `Mlp` with the same weight names (tests/layers/test_host_parity.py); kept here
-    because importing timm takes about a second at every ViT build."""
-
-    def __init__(self, dim: int, hidden_dim: int, drop: float = 0.0) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(dim, hidden_dim)
-        self.act = nn.GELU()
-        self.fc2 = nn.Linear(hidden_dim, dim)
-        self.drop = nn.Dropout(drop)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.drop(self.fc2(self.drop(self.act(self.fc1(x)))))
-
-
 class Block(nn.Module):
     """Pre-norm transformer block; optional layer scale (gamma_1/gamma_2) and own rel-pos bias."""
 
@@ -77,13 +62,12 @@ class Block(nn.Module):
         super().__init__()
         self.norm1 = nn.LayerNorm(dim, eps=norm_eps)
         self.attn = Attention(dim, num_heads, qkv_bias, attn_drop, drop)
-        if drop_path > 0:  # timm's stochastic depth (imported here: timm takes ~1 s to import)
-            from timm.layers import DropPath
-            self.drop_path = DropPath(drop_path)
-        else:
-            self.drop_path = nn.Identity()
+        # timm's stochastic depth and MLP (fc1, GELU, dropout, fc2, dropout); imported here,
+        # at the first block built, not with peco_mm (timm takes about a second to import)
+        from timm.layers import DropPath, Mlp
+        self.drop_path = DropPath(drop_path) if drop_path > 0 else nn.Identity()
         self.norm2 = nn.LayerNorm(dim, eps=norm_eps)
-        self.mlp = Mlp(dim, int(dim * mlp_ratio), drop)
+        self.mlp = Mlp(dim, int(dim * mlp_ratio), drop=drop)
         if layer_scale_init_value > 0:
             self.gamma_1 = nn.Parameter(layer_scale_init_value * torch.ones(dim))
             self.gamma_2 = nn.Parameter(layer_scale_init_value * torch.ones(dim))

@@ -14,7 +14,6 @@ import math
 import numpy as np
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 
 def patch_grid(img: torch.Tensor, patch_size: int) -> tuple[int, int]:
@@ -26,41 +25,27 @@ def resize_pos_embed(pos_embed: torch.Tensor, src_grid: tuple[int, int],
                      dst_grid: tuple[int, int], num_extra_tokens: int = 1) -> torch.Tensor:
     """Resize an absolute position table (1, extra + h*w, C) to another patch grid: bicubic,
     no antialiasing, as BEiT and mmpretrain (timm's `resample_abs_pos_embed` with
-    antialias=False; kept here to build a ViT without importing timm)."""
+    antialias=False); a table of another size than `src_grid` is an error naming both."""
     if tuple(src_grid) == tuple(dst_grid):
         return pos_embed
     n_src = src_grid[0] * src_grid[1]
     if pos_embed.shape[1] != num_extra_tokens + n_src:
         raise ValueError(f'pos_embed has {pos_embed.shape[1]} tokens, expected '
                          f'{num_extra_tokens} extra + {src_grid[0]}x{src_grid[1]} patches')
-    extra, grid = pos_embed[:, :num_extra_tokens], pos_embed[:, num_extra_tokens:]
-    C = grid.shape[-1]
-    grid = grid.reshape(1, src_grid[0], src_grid[1], C).permute(0, 3, 1, 2)  # (1, C, h, w)
-    grid = F.interpolate(grid.float(), size=tuple(dst_grid), mode='bicubic', align_corners=False)
-    grid = grid.to(pos_embed.dtype).permute(0, 2, 3, 1).reshape(1, -1, C)  # (1, h'*w', C)
-    return torch.cat([extra, grid], dim=1)
+    from timm.layers import resample_abs_pos_embed
+    return resample_abs_pos_embed(pos_embed, list(dst_grid), list(src_grid),
+                                  num_prefix_tokens=num_extra_tokens, antialias=False)
 
 
 def relative_position_index(grid: tuple[int, int]) -> torch.Tensor:
     """BEiT's index into the bias table for a grid plus one cls token: (1+h*w, 1+h*w) long.
 
     Patch pairs index the (2h-1)*(2w-1) relative offsets; the last three entries of the
-    table are cls->patch, patch->cls and cls->cls. timm's `gen_relative_position_index` with
-    class_token=True gives the same; kept here to build a ViT without importing timm.
+    table are cls->patch, patch->cls and cls->cls: timm's `gen_relative_position_index` with
+    class_token=True.
     """
-    h, w = grid
-    coords = torch.stack(torch.meshgrid(torch.arange(h), torch.arange(w), indexing='ij'))
-    coords = coords.flatten(1)  # (2, h*w)
-    rel = (coords[:, :, None] - coords[:, None, :]).permute(1, 2, 0)  # (h*w, h*w, 2)
-    rel[:, :, 0] += h - 1
-    rel[:, :, 1] += w - 1
-    num_rel = (2 * h - 1) * (2 * w - 1)
-    index = torch.zeros(h * w + 1, h * w + 1, dtype=torch.long)
-    index[1:, 1:] = rel[:, :, 0] * (2 * w - 1) + rel[:, :, 1]
-    index[0, 1:] = num_rel
-    index[1:, 0] = num_rel + 1
-    index[0, 0] = num_rel + 2
-    return index
+    from timm.layers.pos_embed_rel import gen_relative_position_index
+    return gen_relative_position_index(tuple(grid), class_token=True)
 
 
 def geometric_offsets(src_side: int, dst_side: int) -> list[float]:

@@ -13,6 +13,7 @@ import torch
 from mmpretrain.models import VisionTransformer
 
 from ..registry import MODELS
+from ..utils.held import follow_buffer
 from ..utils.image import IMAGENET_MEAN, IMAGENET_STD
 
 
@@ -46,11 +47,9 @@ class ReconstructionViT(VisionTransformer):
 
     @property
     def tokenizer(self):
-        return self._tokenizer[0]
-
-    def _apply(self, fn, *args, **kwargs):  # .to(), .cuda(), .half() reach the tokenizer too
-        self.tokenizer._apply(fn, *args, **kwargs)
-        return super()._apply(fn, *args, **kwargs)
+        """The frozen tokenizer, on the device and in the dtype of the `pixel_mean` buffer
+        (which .to(), .cuda(), .half() move with this module)."""
+        return follow_buffer(self._tokenizer[0], self.pixel_mean)
 
     @torch.no_grad()
     def reconstruct(self, img: torch.Tensor) -> torch.Tensor:

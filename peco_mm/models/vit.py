@@ -134,6 +134,8 @@ class PeCoViT(BaseModule):
         if pyramid is not None:
             self.pyramid = ViTPyramidAdapter(in_channels=embed_dims, **pyramid)
         self._freeze_stages()
+        # every load_state_dict (also of a model holding this one) fits the tables first
+        self.register_load_state_dict_pre_hook(PeCoViT.fit_loaded_state)
 
     def _build_embeddings(self, in_channels: int, pad_to_patch: bool, use_mask_token: bool,
                           use_abs_pos_emb: bool, drop_rate: float, rel_pos_bias: str) -> None:
@@ -428,8 +430,7 @@ class PeCoViT(BaseModule):
         return self
 
     # ---- checkpoint loading: resize tables, expand a shared table per block -------------------
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
-                              unexpected_keys, error_msgs):
+    def fit_loaded_state(self, state_dict: dict, prefix: str, *_) -> None:
+        """torch's load_state_dict pre-hook (`register_load_state_dict_pre_hook`, in
+        `__init__`): `checkpoint_filter` on the keys under this module's `prefix`."""
         self.checkpoint_filter(state_dict, prefix)
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
-                                      unexpected_keys, error_msgs)

@@ -2,12 +2,18 @@
 ``mmcv._ext`` when mmcv ships none (mmcv-lite), and ``mmaction.models.localizers.drn``, which
 mmaction2 1.2.0's wheel and sdist leave out although ``mmaction.models`` imports it.
 
-Standard library only, and loaded at interpreter start-up without importing peco_mm: the
-``peco_mm_mmcv_ext.pth`` file that installing peco_mm puts in site-packages runs this file and
-calls :func:`install`. The finder is appended to the end of ``sys.meta_path``, so it is only
-asked for a name after every regular finder failed to find it: where mmcv's compiled ops are
-installed (``mmcv/_ext.*.so``), or an mmaction2 that ships ``drn/``, those are imported and this
-finder never runs.
+Standard library only. ``import peco_mm`` calls :func:`install` first thing, so a config
+whose ``custom_imports`` name peco_mm (every PeCo config) and every PeCo tool get the ops,
+also from a checkout on PYTHONPATH that was never pip-installed. For stock OpenMMLab configs
+that never import peco_mm, the ``peco_mm_mmcv_ext.pth`` start-up hook that installing peco_mm
+puts in site-packages runs this file at interpreter start-up and calls :func:`install`
+(``PECO_MM_STARTUP_HOOK=0`` turns the hook off). Without either, mmcv-lite's ``import
+mmcv.ops`` fails with ``No module named 'mmcv._ext'``.
+
+The finder is appended to the end of ``sys.meta_path``, so it is only asked for a name after
+every regular finder failed to find it: where mmcv's compiled ops are installed
+(``mmcv/_ext.*.so``), or an mmaction2 that ships ``drn/``, those are imported and this finder
+never runs.
 """
 import importlib.util
 import os

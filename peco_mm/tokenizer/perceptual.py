@@ -34,6 +34,7 @@ from ..checkpoint import cnn_backbone_state_dict, read_checkpoint
 from ..models.vit import PeCoViT
 from ..registry import MODELS
 from ..utils.finite import nonfinite_names
+from ..utils.held import follow_buffer
 from ..utils.quiet import quiet_logs
 
 NETS = ('vit', 'resnet50', 'vgg16')
@@ -95,20 +96,16 @@ class PerceptualLoss(nn.Module):
         for p in feat_net.parameters():
             p.requires_grad_(False)
         # Held outside the module tree: the frozen network is neither trained, counted, nor
-        # saved in tokenizer checkpoints (it is re-read from its own file); `_apply` still
-        # moves it with the tokenizer (.to / .cuda / .half).
+        # saved in tokenizer checkpoints (it is re-read from its own file); it follows the
+        # `mean` buffer, which .to / .cuda / .half move with the tokenizer (`net`).
         self._frozen = [feat_net]
         self.register_buffer('mean', torch.tensor(mean).view(1, 3, 1, 1), persistent=False)
         self.register_buffer('std', torch.tensor(std).view(1, 3, 1, 1), persistent=False)
 
     @property
     def net(self) -> nn.Module:
-        return self._frozen[0]
-
-    def _apply(self, fn, *args, **kwargs):
-        super()._apply(fn, *args, **kwargs)
-        self._frozen[0]._apply(fn, *args, **kwargs)
-        return self
+        """The frozen network, on the device and in the dtype of the `mean` buffer."""
+        return follow_buffer(self._frozen[0], self.mean)
 
     # ---- steps --------------------------------------------------------------------------------
     def normalize_input(self, img: torch.Tensor) -> torch.Tensor:

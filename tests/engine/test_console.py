@@ -14,9 +14,8 @@ ENV = ('\n' + '-' * 60 + '\nSystem environment:\n    sys.platform: linux\n'
 
 
 def _run_logs(tmp_path, capsys, name, show_config=False):
-    with console.quiet_runner_logs(show_config):
-        logger = MMLogger.get_instance(name, log_file=str(tmp_path / f'{name}.log'))
-    assert 'get_instance' not in MMLogger.__dict__  # the patch is gone again
+    logger = console.quiet(MMLogger.get_instance(name, log_file=str(tmp_path / f'{name}.log')),
+                           show_config)
     logger.info(ENV)
     logger.info('Config:\nmodel = dict(type="PeCo")')
     logger.info('Hooks will be executed in the following order:\nbefore_run: ...')
@@ -56,12 +55,29 @@ def test_show_config_keeps_the_console_as_mmengine_prints_it(tmp_path, capsys):
     assert out.count(console.RESTART_NOTE) == 1  # said once either way
 
 
+def test_a_runner_of_the_launcher_logs_its_environment_in_one_line(tmp_path, capsys):
+    """The filters are on the runner's logger before it logs its environment, through
+    mmengine's public `build_logger` (nothing of MMLogger or the Runner patched)."""
+    from mmengine.runner import Runner
+    from torch import nn
+    get_instance = MMLogger.__dict__.get('get_instance')
+    runner = console.quiet_runner_class(Runner)(model=nn.Linear(1, 1), work_dir=str(tmp_path),
+                                                experiment_name='quiet_runner_env')
+    assert MMLogger.__dict__.get('get_instance') is get_instance
+    assert isinstance(runner, Runner) and type(runner).__name__ == 'Runner'
+    out = capsys.readouterr().out
+    assert 'System environment: Python' in out and '(all of it in the log file)' in out
+    assert 'PyTorch compiling details' not in out
+    for h in runner.logger.handlers:
+        h.flush()
+    assert 'PyTorch compiling details' in open(runner.logger.log_file).read()
+
+
 def test_machine_notes_reach_the_console_once_per_process(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(console, '_SAID', set())
     logs = []
     for run in ('first_run', 'second_run'):
-        with console.quiet_runner_logs():
-            logger = MMLogger.get_instance(run, log_file=str(tmp_path / f'{run}.log'))
+        logger = console.quiet(MMLogger.get_instance(run, log_file=str(tmp_path / f'{run}.log')))
         console.log_once_per_process(logger, 'No CUDA: training in fp32')
         console.log_once_per_process(logger, None)
         for h in logger.handlers[:]:

@@ -1,12 +1,12 @@
-"""The small parts that we keep our own compute what the hosts' do, on the same weights and
-inputs: the ViT's (importing timm costs about a second at every ViT build) against timm's and
-mmpretrain's, the tokenizer's data preprocessor against mmengine's."""
+"""The ViT's small parts compute what the hosts' do, on the same weights and inputs: timm's
+helpers where the ViT uses them (against mmpretrain's, and the outputs the parts they replaced
+gave), the tokenizer's data preprocessor against mmengine's."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from peco_mm.layers.attention import Mlp
+from peco_mm.layers.attention import Block
 from peco_mm.layers.pos_embed import relative_position_index, resize_pos_embed
 
 
@@ -35,13 +35,17 @@ def test_resize_pos_embed_is_timms_and_mmpretrains(dst):
     torch.testing.assert_close(ours, mmpretrain_resize(pe, (14, 14), dst), rtol=0, atol=1e-6)
 
 
-def test_mlp_is_timms_with_the_same_weight_names():
+def test_the_blocks_mlp_is_timms_with_the_weight_names_and_outputs_it_had():
+    """The block's MLP is timm's `Mlp` (it was a copy of it): the same weight names, and the
+    output of the MLP it replaced, fc2(GELU(fc1(x)))."""
     from timm.layers import Mlp as TimmMlp
     torch.manual_seed(0)
-    ours, ref = Mlp(16, 64), TimmMlp(16, 64)
-    ref.load_state_dict(ours.state_dict())  # strict: fc1.*, fc2.* on both
+    mlp = Block(16, 2, mlp_ratio=4.0).mlp
+    assert type(mlp) is TimmMlp
+    assert list(mlp.state_dict()) == ['fc1.weight', 'fc1.bias', 'fc2.weight', 'fc2.bias']
     x = torch.randn(2, 5, 16)
-    assert torch.equal(ours(x), ref(x))
+    before = mlp.fc2(torch.nn.functional.gelu(mlp.fc1(x)))
+    assert torch.equal(mlp(x), before)
 
 
 def test_tokenizer_preprocessor_is_mmengines_image_preprocessor_on_colour_batches():

@@ -10,6 +10,8 @@ import torch
 from conftest import (MAE_MASK_STEP, REPO, TINY_VIT, read_scalars, run_tool, to_tokenizer_input,
                       train, write_config)
 
+from peco_mm.checkpoint import checkpoints_through_gate, read_checkpoint
+
 pytestmark = pytest.mark.slow  # PeCo / PeCo_MAE trainings, one on two processes
 
 MAE_NECK = "neck=dict(grid=4, embed_dims=32, num_layers=1, num_heads=4)"
@@ -43,7 +45,7 @@ def test_peco_loss_falls_and_masked_accuracy_beats_chance(peco_run, images, toke
 
 
 def test_tokenizer_never_trains(peco_run, tokenizer_ckpt):
-    state = torch.load(peco_run[2], map_location='cpu')['state_dict']
+    state = read_checkpoint(peco_run[2], map_location='cpu')['state_dict']
     tok_state = tokenizer_ckpt[1].state_dict()
     keys = [k for k in state if k.startswith('target_generator.')]
     assert keys and not any('decoder.' in k for k in keys)  # built without the decoder
@@ -59,7 +61,8 @@ def build_pretrained(cfg_path: str, ckpt: str):
     cfg = Config.fromfile(cfg_path)
     init_default_scope('mmpretrain')
     model = MODELS.build(cfg.model)
-    load_checkpoint(model, ckpt, map_location='cpu', strict=True, logger='silent')
+    with checkpoints_through_gate():  # as PeCo's tools load a run's checkpoint
+        load_checkpoint(model, ckpt, map_location='cpu', strict=True, logger='silent')
     return model.eval()
 
 
@@ -78,7 +81,7 @@ def test_checkpoint_initialises_downstream_vit(peco_run):
         ref = pre.backbone.forward_features(x)
         torch.testing.assert_close(down.eval().forward_features(x), ref)
         # and through the converter (tools/convert_checkpoint.py's function)
-        sd, _ = convert_state_dict(torch.load(peco_run[2], map_location='cpu'),
+        sd, _ = convert_state_dict(read_checkpoint(peco_run[2], map_location='cpu'),
                                    per_block_rel_pos=True)
         conv = PeCoViT(**opts)
         missing, unexpected = conv.load_state_dict(sd, strict=False)
@@ -123,7 +126,7 @@ def test_peco_mae_trains(images, tokenizer_ckpt, tmp_path):
                        images[0], mask=MAE_MASK_STEP, model_extra=MAE_NECK)
     train(cfg, str(tmp_path / 'work'))
     check_learning(str(tmp_path / 'work'), majority_rate(tokenizer_ckpt[1], images[1]))
-    state = torch.load(tmp_path / 'work' / 'iter_30.pth', map_location='cpu')['state_dict']
+    state = read_checkpoint(tmp_path / 'work' / 'iter_30.pth', map_location='cpu')['state_dict']
     assert 'backbone.pos_embed' in state and 'neck.mask_token' in state
 
 

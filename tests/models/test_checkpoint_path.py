@@ -159,18 +159,31 @@ def test_convert_tool_help_before_torch_and_result_object(tmp_path):
         read_checkpoint(tmp_path / 'dst.pth')['state_dict'])
 
 
-def test_read_checkpoint_leaves_the_process_allow_list_alone(tmp_path):
-    """mmengine's own resume needs the allow-list `import peco_mm` set up; a read through
-    read_checkpoint must not take it away on leaving its per-call context."""
+def test_mmengine_types_are_allowed_per_read_not_process_wide(tmp_path):
+    """`import peco_mm` leaves torch's process-wide allow-list alone; read_checkpoint allows the
+    few mmengine types of a checkpoint for its own read, and so does mmengine's loader inside
+    `checkpoints_through_gate` (PeCo's runs). A plain weights-only torch.load still refuses
+    them, as it does without peco_mm."""
+    import pickle
+
     from mmengine.logging import MessageHub
+    from mmengine.runner.checkpoint import _load_checkpoint
+
+    from peco_mm.checkpoint import checkpoints_through_gate
+    from peco_mm.checkpoint.mmengine_loaders import weights_only_message_hub
+    from peco_mm.checkpoint.reader import mmengine_checkpoint_types
     hub = MessageHub('test_allow_list')
     hub.update_scalar('b', 2.0)
-    from peco_mm.checkpoint.mmengine_loaders import weights_only_message_hub
     torch.save({'state_dict': {'w': torch.ones(1)},
                 'message_hub': weights_only_message_hub(hub.state_dict())},
                tmp_path / 'ckpt.pth')
-    before = set(map(id, torch.serialization.get_safe_globals()))
+    allowed = torch.serialization.get_safe_globals()
+    assert not [t for t in mmengine_checkpoint_types() if t in allowed]
     read = read_checkpoint(str(tmp_path / 'ckpt.pth'))
     assert read['message_hub']['log_scalars']['b'].current() == 2.0
-    assert set(map(id, torch.serialization.get_safe_globals())) == before
-    torch.load(tmp_path / 'ckpt.pth', weights_only=True)  # as mmengine's runner loads it
+    with checkpoints_through_gate():
+        hub_state = _load_checkpoint(str(tmp_path / 'ckpt.pth'))['message_hub']
+    assert hub_state['log_scalars']['b'].current() == 2.0
+    assert torch.serialization.get_safe_globals() == allowed
+    with pytest.raises(pickle.UnpicklingError, match='HistoryBuffer'):
+        torch.load(tmp_path / 'ckpt.pth', weights_only=True)

@@ -428,7 +428,7 @@ def test_cli_prints_the_loading_calls(tmp_path, capsys):
     assert '--per-block-rel-pos is for --to timm' in capsys.readouterr().err
     # a file with pickled objects is refused, pointing to the converter, which reads them inertly
     pickled = tmp_path / 'pickled.pth'
-    torch.save({'state_dict': torch.load(ckpt)['state_dict'], 'args': argparse.Namespace()},
+    torch.save({'state_dict': read_checkpoint(ckpt)['state_dict'], 'args': argparse.Namespace()},
                pickled)
     assert tool.main([str(pickled), str(tmp_path / 'z'), '--to', 'hf']) == 1
     err = capsys.readouterr().err

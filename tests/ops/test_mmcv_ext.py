@@ -110,14 +110,16 @@ def test_startup_hook_steps_aside_for_compiled_ext(tmp_path):
     assert run_python(RUN_PTH, tmp_path, [tmp_path, ROOT]) == str(tmp_path / 'mmcv' / '_ext.py')
 
 
-def test_startup_hook_is_quiet_without_peco_mm(tmp_path):
+def test_startup_hook_is_quiet_without_peco_mm(tmp_path, monkeypatch):
     # a venv whose peco_mm was removed: nothing happens. -S leaves out site-packages (where this
     # venv's editable peco_mm would be found), so only tmp_path is searched
     code = f"exec(open({str(PTH)!r}).read()); import sys; print(len(sys.meta_path))"
     bare = run_python('import sys; print(len(sys.meta_path))', tmp_path, [tmp_path], ['-S'])
     assert run_python(code, tmp_path, [tmp_path], ['-S']) == bare
-    # and with peco_mm importable, the hook adds its finder
+    # and with peco_mm importable, the hook adds its finder, unless turned off
     assert int(run_python(code, tmp_path, [ROOT], ['-S'])) == int(bare) + 1
+    monkeypatch.setenv('PECO_MM_STARTUP_HOOK', '0')
+    assert run_python(code, tmp_path, [ROOT], ['-S']) == bare
 
 
 def test_hosts_import_and_run_on_the_shim(tmp_path):
@@ -134,6 +136,46 @@ def test_hosts_import_and_run_on_the_shim(tmp_path):
             "print(mmcv.ops.__name__, mmcv_full_available(), "
             "mmcv.ops.RoIAlign((1, 1), 1., 2)(x, r).item())")
     assert run_python(code, tmp_path, [ROOT]) == 'mmcv.ops True 5.0'
+
+
+# In a process without the start-up hook (python -S: site-packages on PYTHONPATH, its .pth
+# files not run) and peco_mm not imported, mmcv-lite has no mmcv._ext; a dense config, whose
+# custom_imports import peco_mm, then builds and trains one step (RoIAlign and nms in Mask
+# R-CNN), although mmcv.ops failed to import once before
+DENSE_STEPS = """
+import sys
+import torch
+assert not any(getattr(f, 'is_peco_mm_mmcv_ext_finder', False) for f in sys.meta_path)
+try:
+    import mmcv.ops  # noqa: F401
+    before = 'mmcv._ext found'
+except ModuleNotFoundError as err:
+    before = str(err)
+from mmengine.config import Config
+results = [before]
+for path in sys.argv[1:]:
+    cfg = Config.fromfile(path)
+    from peco_mm.tooling.config_step import train_step
+    step, _ = train_step(cfg, batch=1, device='cpu', amp='none')
+    losses = step()
+    results.append(all(bool(torch.isfinite(v).all()) for v in losses.values()))
+print(results)
+"""
+
+
+def test_dense_configs_run_without_the_startup_hook(tmp_path):
+    import site
+    script = tmp_path / 'dense_steps.py'
+    script.write_text(DENSE_STEPS)
+    configs = [ROOT / 'configs/demo' / f'{name}_tiny_shapes.py'
+               for name in ('mask_rcnn', 'upernet')]
+    env = dict(os.environ, OMP_NUM_THREADS='1',
+               PYTHONPATH=os.pathsep.join([str(ROOT), *site.getsitepackages()]))
+    proc = subprocess.run([sys.executable, '-S', str(script), *map(str, configs)], cwd=tmp_path,
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == str(
+        ["No module named 'mmcv._ext'", True, True])
 
 
 def test_both_pip_install_modes_put_the_hook_in_site_packages(tmp_path):

@@ -15,6 +15,8 @@ import torch
 from tests.conftest import ROOT
 from tests.reliability.conftest import scalars, write_cls
 
+from peco_mm.checkpoint import read_checkpoint
+
 SLOW_WRITER = r'''
 import os, runpy, sys, time
 from mmengine.fileio.backends import local_backend
@@ -62,13 +64,13 @@ def test_kill_inside_checkpoint_write_then_resume(tmp_path, cls_data, isolated_m
     # the intact iter_2 is still there and last_checkpoint names it; iter_4 never appeared
     assert (work / 'iter_2.pth').is_file() and not (work / 'iter_4.pth').exists()
     assert (work / 'last_checkpoint').read_text().strip().endswith('iter_2.pth')
-    assert torch.load(work / 'iter_2.pth', weights_only=True)['meta']['iter'] == 2
+    assert read_checkpoint(work / 'iter_2.pth')['meta']['iter'] == 2
 
     from peco_mm.engine.launch import run
     run(str(cfg), str(work), resume='auto')
     iters = [r['iter'] for r in scalars(work) if 'loss' in r]
     assert iters == [3, 4]  # continued from iteration 2, not from scratch
-    assert torch.load(work / 'iter_4.pth', weights_only=True)['meta']['iter'] == 4
+    assert read_checkpoint(work / 'iter_4.pth')['meta']['iter'] == 4
     assert not (work / 'iter_2.pth').exists()  # max_keep_ckpts=1, removed after iter_4
 
 
@@ -127,7 +129,7 @@ def test_kept_and_best_checkpoints_are_renamed_then_pruned(tmp_path, cls_data, i
     best = [n for n in names if n.startswith('best_accuracy_top1_iter_')]
     assert len(best) == 1 and names == sorted(best + ['iter_5.pth', 'iter_6.pth'])
     assert (work / 'last_checkpoint').read_text().strip() == str(work / 'iter_6.pth')
-    info = torch.load(work / 'iter_6.pth', weights_only=True)['message_hub']['runtime_info']
+    info = read_checkpoint(work / 'iter_6.pth')['message_hub']['runtime_info']
     assert info['last_ckpt'] == str(work / 'iter_6.pth')
     assert info['kept_checkpoints'] == [str(work / 'iter_5.pth'), str(work / 'iter_6.pth')]
     assert info['best_ckpt'] == str(work / best[0])

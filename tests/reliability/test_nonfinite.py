@@ -11,13 +11,15 @@ from tests.mim.conftest import (MAE_MASK_STEP, fitted_tokenizer, halves_images, 
                                 write_config)
 from tests.reliability.conftest import run_log, write_cls
 
+from peco_mm.checkpoint import read_checkpoint
+
 # PeCo_MAE's decoder at toy size (as the pretraining tests use it)
 MAE_NECK = "neck=dict(grid=4, embed_dims=32, num_layers=1, num_heads=4)"
 
 
 def assert_finite_checkpoints(work_dir):
     for path in work_dir.glob('*.pth'):
-        state = torch.load(path, map_location='cpu', weights_only=True)['state_dict']
+        state = read_checkpoint(path, map_location='cpu')['state_dict']
         bad = [k for k, v in state.items() if v.is_floating_point() and not v.isfinite().all()]
         assert not bad, f'{path.name} holds non-finite weights: {bad[:3]}'
 
@@ -168,7 +170,7 @@ def test_nonfinite_weights_loaded_are_refused(tmp_path, cls_data, isolated_mmeng
     from peco_mm.engine.launch import run
     cfg = write_cls(tmp_path / 'cls.py', cls_data, iters=1, interval=1)
     run(str(cfg), str(tmp_path / 'good'))
-    state = torch.load(tmp_path / 'good' / 'iter_1.pth', weights_only=True)['state_dict']
+    state = read_checkpoint(tmp_path / 'good' / 'iter_1.pth')['state_dict']
     ckpt = {'state_dict': state, 'meta': {}}
     ckpt['state_dict']['head.fc.weight'][0, 0] = math.nan
     ckpt['state_dict']['backbone.blocks.0.mlp.fc1.bias'][1] = math.inf

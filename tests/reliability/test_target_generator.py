@@ -10,6 +10,8 @@ from tests.mim.conftest import with_quantizer, write_config
 from tests.reliability.conftest import run_log
 from tests.reliability.test_nonfinite import peco_parts  # noqa: F401  (fixture)
 
+from peco_mm.checkpoint import read_checkpoint
+
 
 def test_resume_without_the_tokenizer_file(tmp_path, peco_parts, isolated_mmengine):  # noqa: F811
     from peco_mm.engine.launch import run
@@ -22,11 +24,11 @@ def test_resume_without_the_tokenizer_file(tmp_path, peco_parts, isolated_mmengi
     own_tok.unlink()  # the tokenizer file is gone (another machine, cleaned up)
     run(write_config(tmp_path / 'b.py', 'pretrain_vitb_in1k_300e.py', str(own_tok), str(data),
                      iters=2), str(work), resume='auto')
-    assert torch.load(work / 'iter_2.pth', weights_only=True)['meta']['iter'] == 2
+    assert read_checkpoint(work / 'iter_2.pth')['meta']['iter'] == 2
     assert (f"resume: model.target_generator.checkpoint='{own_tok}' not found; the frozen "
             f"tokenizer is read from {work / 'iter_1.pth'}") in run_log(work)
-    first = torch.load(tok, weights_only=True)['state_dict']['quantizer.embedding']
-    resumed = torch.load(work / 'iter_2.pth', weights_only=True)['state_dict']
+    first = read_checkpoint(tok)['state_dict']['quantizer.embedding']
+    resumed = read_checkpoint(work / 'iter_2.pth')['state_dict']
     torch.testing.assert_close(resumed['target_generator.quantizer.embedding'], first)
 
 

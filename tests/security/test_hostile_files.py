@@ -207,11 +207,15 @@ def refuse_all(routes: dict, names, corpus, runner, files=None, expected=EXPECTE
 @pytest.mark.parametrize('group', ['read_checkpoint', *ROUTES])
 def test_every_route_refuses_every_hostile_file(group, corpus, runner, monkeypatch,
                                                 isolated_mmengine):  # noqa: F811
-    from peco_mm.checkpoint import read_checkpoint
+    from peco_mm.checkpoint import checkpoints_through_gate, read_checkpoint
     routes = ({'read_checkpoint': lambda p, c: read_checkpoint(p)} if group == 'read_checkpoint'
               else ROUTES[group]())
     monkeypatch.syspath_prepend(str(corpus.root))  # where the custom_imports plugin lies
-    failures = refuse_all(routes, EXPECTED, corpus, runner)
+    # mmengine's own reads (a host's init_cfg, Runner.load_checkpoint / resume) as PeCo's
+    # launcher and tools make them; the tools enter the context themselves
+    with (checkpoints_through_gate() if group in ('model', 'runner')
+          else contextlib.nullcontext()):
+        failures = refuse_all(routes, EXPECTED, corpus, runner)
     assert not failures, '\n'.join(failures)
 
 
@@ -346,17 +350,36 @@ def test_a_tool_prints_the_refusal_as_one_line(corpus):
     assert str(corpus.files['cfg_import']) in last and re.search(EXPECTED['cfg_import'], last)
 
 
-def test_every_mmengine_scheme_reads_through_the_gate(corpus):
-    """load_from / resume / init_cfg go through mmengine's CheckpointLoader: every scheme it
-    knows (the local one included) is answered by peco_mm's loader, which reads local files
-    and URLs with read_checkpoint and refuses the remote stores it cannot read safely."""
-    from mmengine.runner.checkpoint import CheckpointLoader, _load_checkpoint
+def test_every_mmengine_scheme_reads_through_the_gate_while_a_run_lasts(corpus):
+    """load_from / resume / init_cfg go through mmengine's CheckpointLoader: inside
+    `checkpoints_through_gate` (PeCo's launcher and tools) every scheme mmengine knows is
+    answered by peco_mm's loader; outside, and after, each has the loader it had, also one a
+    user registered over mmengine's."""
+    from mmengine.runner import checkpoint as mm
+    from mmengine.runner.checkpoint import CheckpointLoader
 
-    from peco_mm.checkpoint import MMENGINE_SCHEMES, load_from_weights_only
-    schemes = CheckpointLoader._schemes  # (mmengine's table; read only)
-    assert set(MMENGINE_SCHEMES) <= set(schemes)
-    assert {p: f for p, f in schemes.items() if f is not load_from_weights_only} == {}
-    for url in ('s3://bucket/a.pth', 'petrel://bucket/a.pth', 'pavi://model/a.pth',
-                'mmcls://resnet50'):
-        with pytest.raises(ValueError, match='local files and http'):
-            _load_checkpoint(url)
+    from peco_mm.checkpoint import (MMENGINE_SCHEMES, checkpoints_through_gate,
+                                    load_from_weights_only)
+
+    def table():
+        return dict(CheckpointLoader._schemes)  # (mmengine's table; read only)
+    assert {f.__module__ for f in table().values()} == {'mmengine.runner.checkpoint'}
+    assert table()['pavi://'] is mm.load_from_pavi
+
+    def users_pavi(filename, map_location=None):
+        return {'state_dict': {}}
+    CheckpointLoader.register_scheme('pavi://', users_pavi, force=True)
+    try:
+        before = table()
+        with checkpoints_through_gate():
+            with checkpoints_through_gate():  # nested, as a tool calling the launcher
+                assert set(MMENGINE_SCHEMES) <= set(table())
+                assert {p for p, f in table().items()
+                        if f is not load_from_weights_only} == set()
+            assert table()['pavi://'] is load_from_weights_only
+            path = corpus.files['pickle_zip']
+            check_refused(lambda: mm._load_checkpoint(str(path)), path,
+                          EXPECTED['pickle_zip'], corpus.marker)
+        assert table() == before
+    finally:
+        CheckpointLoader.register_scheme('pavi://', mm.load_from_pavi, force=True)

@@ -92,7 +92,8 @@ def test_a_checkpoint_of_the_earlier_format_gives_the_same_codes():
     architecture as data (tests/security/make_legacy_tokenizer.py); its architecture now comes
     from the config text read as data."""
     from peco_mm.tokenizer import FrozenPeCoTokenizer
-    ckpt = torch.load(LEGACY, weights_only=True)
+    from peco_mm.checkpoint import read_checkpoint
+    ckpt = read_checkpoint(LEGACY)
     assert 'tokenizer_arch' not in ckpt['meta'] and 'model = dict(' in ckpt['meta']['cfg']
     ref = torch.load(LEGACY_CODES, weights_only=True)
     tok = FrozenPeCoTokenizer(str(LEGACY))
@@ -121,7 +122,8 @@ def test_new_checkpoints_store_the_architecture_as_data(tmp_path, isolated_mmeng
     config = script.CONFIG.replace(flat_model, PARTS_MODEL)
     (tmp_path / 'tok.py').write_text(config.format(root=ROOT, data=tmp_path / 'data'))
     run(str(tmp_path / 'tok.py'), str(tmp_path / 'work'))
-    ckpt = torch.load(tmp_path / 'work' / 'iter_2.pth', weights_only=True)
+    from peco_mm.checkpoint import read_checkpoint
+    ckpt = read_checkpoint(tmp_path / 'work' / 'iter_2.pth')
     meta = ckpt['meta']
     cnn = dict(base_channels=4, channel_mult=(1, 2, 2), num_res_blocks=1)
     assert 'tokenizer_arch' not in meta and meta['tokenizer_parts'] == dict(

@@ -76,6 +76,7 @@ def test_hostile_urls_on_every_route(server, tmp_path, monkeypatch):
     from mmengine.runner import Runner
     from mmengine.runner.checkpoint import get_torchvision_models
 
+    from peco_mm.checkpoint import checkpoints_through_gate
     from peco_mm.models import PeCoViT
     from peco_mm.tokenizer import FrozenPeCoTokenizer
     files, marker, _ = build_corpus(tmp_path)
@@ -102,12 +103,13 @@ def test_hostile_urls_on_every_route(server, tmp_path, monkeypatch):
         'head init_cfg (mmpretrain)': head,
         'FrozenPeCoTokenizer': FrozenPeCoTokenizer,
     }
-    for route, call in routes.items():
-        for name, path in files.items():
-            local = f'{cache_dir()}/{path.name}'
-            check_refused(lambda: call(BASE + path.name), local, EXPECTED[name], marker)
-    check_refused(lambda: runner.load_checkpoint('torchvision://resnet18'),
-                  f'{cache_dir()}/{resnet}', EXPECTED['pickle_zip'], marker)
+    with checkpoints_through_gate():  # as in PeCo's runs (the launcher, the tools)
+        for route, call in routes.items():
+            for name, path in files.items():
+                local = f'{cache_dir()}/{path.name}'
+                check_refused(lambda: call(BASE + path.name), local, EXPECTED[name], marker)
+        check_refused(lambda: runner.load_checkpoint('torchvision://resnet18'),
+                      f'{cache_dir()}/{resnet}', EXPECTED['pickle_zip'], marker)
     assert server[1] == []  # nothing was downloaded
 
 
@@ -199,3 +201,80 @@ def test_a_download_cut_short_is_not_kept(server, tmp_path):
     served[BASE + 'w.pth'] = data
     assert read_checkpoint(BASE + 'w.pth')['state_dict']['w'].shape == (4096,)
     assert requests == [BASE + 'w.pth'] * 2
+
+
+class MemoryStore:
+    """A file backend holding bytes in memory (no network), standing for an object store."""
+    files: dict = {}
+
+    def __init__(self, **backend_args) -> None:
+        pass
+
+    def get(self, filepath) -> bytes:
+        return self.files[str(filepath)]
+
+
+@pytest.fixture
+def stores(monkeypatch):
+    """MemoryStore as mmengine's petrel backend (s3:// and petrel://, what mmengine's own
+    loader asks for) and under a prefix a user registers (memstore://), for this test only."""
+    from mmengine.fileio.backends import backends, prefix_to_backends
+    monkeypatch.setattr(MemoryStore, 'files', {})
+    monkeypatch.setitem(backends, 'petrel', MemoryStore)
+    for prefix in ('s3', 'petrel', 'memstore'):
+        monkeypatch.setitem(prefix_to_backends, prefix, MemoryStore)
+    return MemoryStore.files
+
+
+def tiny_fpn(checkpoint=None):
+    from mmdet.models.necks import FPN
+    init = dict(type='Pretrained', checkpoint=checkpoint) if checkpoint else None
+    return FPN(in_channels=[4, 8], out_channels=4, num_outs=2, init_cfg=init)
+
+
+def test_import_leaves_mmengine_and_torch_alone_and_s3_checkpoints_load(stores, tmp_path):
+    """After `import peco_mm`, every checkpoint scheme has mmengine's own loader, torch's
+    process-wide allow-list holds none of the types peco_mm allows for its reads, and a stock
+    mmdet model loads its init_cfg checkpoint from an s3:// store as mmengine loads it."""
+    import peco_mm  # noqa: F401
+    from mmengine.runner.checkpoint import CheckpointLoader
+
+    from peco_mm.checkpoint.reader import mmengine_checkpoint_types
+    loaders = CheckpointLoader._schemes.values()  # (mmengine's table; read only)
+    assert {f.__module__ for f in loaders} == {'mmengine.runner.checkpoint'}
+    allowed = torch.serialization.get_safe_globals()
+    assert [t for t in mmengine_checkpoint_types() if t in allowed] == []
+    torch.manual_seed(0)
+    src = tiny_fpn()
+    torch.save({'state_dict': src.state_dict()}, tmp_path / 'fpn.pth')
+    stores['s3://bucket/fpn.pth'] = (tmp_path / 'fpn.pth').read_bytes()
+    dst = tiny_fpn('s3://bucket/fpn.pth')
+    dst.init_weights()
+    for k, v in src.state_dict().items():
+        torch.testing.assert_close(dst.state_dict()[k], v)
+
+
+def test_in_a_run_remote_stores_are_read_through_the_gate(stores, tmp_path):
+    """Inside `checkpoints_through_gate` (PeCo's runs) s3://, petrel:// and a prefix a user
+    registered with mmengine's file backends still load, their bytes read by the gate: a
+    hostile file there is refused with its remote name."""
+    from peco_mm.checkpoint import checkpoints_through_gate
+    files, marker, _ = build_corpus(tmp_path)
+    torch.manual_seed(0)
+    src = tiny_fpn()
+    torch.save({'state_dict': src.state_dict()}, tmp_path / 'fpn.pth')
+    urls = ('s3://bucket/fpn.pth', 'cluster:s3://bucket/fpn.pth', 'petrel://b/fpn.pth',
+            'memstore://b/fpn.pth')
+    for url in urls:
+        stores[url] = (tmp_path / 'fpn.pth').read_bytes()
+    for name in ('pickle_zip', 'cfg_expression'):
+        stores[f's3://bucket/{name}.pth'] = files[name].read_bytes()
+    with checkpoints_through_gate():
+        for url in urls:
+            dst = tiny_fpn(url)
+            dst.init_weights()
+            for k, v in src.state_dict().items():
+                torch.testing.assert_close(dst.state_dict()[k], v, msg=url)
+        for name in ('pickle_zip', 'cfg_expression'):
+            url = f's3://bucket/{name}.pth'
+            check_refused(lambda: tiny_fpn(url).init_weights(), url, EXPECTED[name], marker)

@@ -8,6 +8,7 @@ import torch
 import torch.nn as nn
 from mmengine.config import Config
 
+from peco_mm.checkpoint import read_checkpoint
 from peco_mm.registry import MODELS
 from peco_mm.tokenizer import FrozenPeCoTokenizer, PeCoTokenizer, cnn_parts
 
@@ -58,7 +59,7 @@ def test_a_new_architecture_is_a_registered_pair_and_a_config(tmp_path):
     losses = tok(x, mode='loss')  # initialises the codebook from data, then one EMA step
     assert torch.isfinite(losses['loss_pixel']) and losses['loss_pixel'] > 0
     path = _save(tok, tmp_path / 'tok.pth', cfg)
-    stored = torch.load(path, weights_only=True)['meta']['tokenizer_parts']
+    stored = read_checkpoint(path)['meta']['tokenizer_parts']
     assert stored['encoder'] == dict(type='PatchConvEncoderForTest', patch=4)
     assert stored['quantizer'] == QUANTIZER
     frozen = FrozenPeCoTokenizer(path, with_decoder=True)

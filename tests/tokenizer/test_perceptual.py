@@ -152,3 +152,19 @@ def test_nonfinite_weights_are_refused_at_load_naming_the_file(tmp_path):
         f'perceptual loss (vit): {str(path)!r} holds NaN/inf in 2 weight tensor(s) '
         '(vit.blocks.1.mlp.fc1.weight, vit.blocks.2.norm1.bias); the frozen network must be '
         'finite: use another checkpoint of it')
+
+
+def test_the_frozen_network_moves_with_the_loss_and_stays_out_of_its_tree(tmp_path):
+    """Held outside the module tree (no parameter, no state-dict key), the frozen network
+    follows the loss through torch's public `.to()` (the `mean` buffer it follows)."""
+    vit = _timm_vit()
+    torch.save(vit.state_dict(), tmp_path / 'vit.pth')
+    loss = PerceptualLoss('vit', str(tmp_path / 'vit.pth'), layers=(1,),
+                          vit_cfg=dict(num_heads=4))
+    assert list(loss.parameters()) == [] and list(loss.state_dict()) == []
+    x = torch.rand(1, 3, 32, 32) * 2 - 1
+    with torch.no_grad():
+        ref = loss(x, x.flip(-1))
+        loss.to(torch.float64)
+        assert {p.dtype for p in loss.net.parameters()} == {torch.float64}
+        torch.testing.assert_close(loss(x.double(), x.flip(-1).double()).float(), ref)

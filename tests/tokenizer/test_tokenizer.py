@@ -3,6 +3,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from peco_mm.checkpoint import read_checkpoint
 from peco_mm.tokenizer import (FrozenPeCoTokenizer, PeCoTokenizer, TokenizerDataPreprocessor,
                                cnn_parts)
 
@@ -187,11 +188,11 @@ def test_frozen_tokenizer_reads_its_architecture_from_the_checkpoint(tmp_path):
     from peco_mm.tokenizer.frozen import checkpoint_parts, infer_cnn_arch
     (tmp_path / 'bare').mkdir()
     bare, _, _ = _save_trained(tmp_path / 'bare', with_meta=False)
-    inferred = infer_cnn_arch(torch.load(bare)['state_dict'])
+    inferred = infer_cnn_arch(read_checkpoint(bare)['state_dict'])
     assert inferred == dict(encoder_type='cnn', base_channels=8, channel_mult=(1, 2, 2),
                             num_res_blocks=1, num_embeddings=32, embed_dims=8)
     # with the config text (as mmengine stores it, read as data): the model's part configs
-    assert checkpoint_parts(torch.load(path), path) == t.arch_parts
+    assert checkpoint_parts(read_checkpoint(path), path) == t.arch_parts
     assert torch.equal(FrozenPeCoTokenizer(bare).encode(x), t.encode(x))
     torch.save({'state_dict': {'foo.weight': torch.zeros(2)}}, tmp_path / 'bogus.pth')
     with pytest.raises(ValueError, match='bogus.pth.*architecture is unknown'):

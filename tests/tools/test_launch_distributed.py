@@ -14,6 +14,8 @@ from tests.conftest import ROOT, run_log, run_tool
 from tests.tools.conftest import (TINY_CLS, TINY_PECO, free_port, process_tree, signal_tree,
                                   write)
 
+from peco_mm.checkpoint import read_checkpoint
+
 pytestmark = [pytest.mark.skipif(torch.cuda.is_available(), reason='the CPU (gloo) path'),
               pytest.mark.slow]  # several torchrun trainings
 FLEXIBLE = """
@@ -49,7 +51,8 @@ def test_fsdp_on_two_cpu_processes_matches_ddp(peco_cfg, tmp_path):
         wd = tmp_path / name
         out = run_tool(['bash', 'tools/dist_train.sh', peco_cfg(name, 3, extra), '2',
                         '--work-dir', wd], timeout=300)
-        runs[name] = (out.stdout + out.stderr, torch.load(wd / 'iter_3.pth', map_location='cpu'))
+        runs[name] = (out.stdout + out.stderr,
+                      read_checkpoint(wd / 'iter_3.pth', map_location='cpu'))
     log = runs['fsdp'][0]
     assert 'FSDP.state_dict_type()' in log  # torch's FSDP wrapper was built
     # the config dump and the environment block are in the run's log file, not the console

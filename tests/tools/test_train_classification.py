@@ -12,6 +12,8 @@ import torch
 
 from tests.conftest import ROOT, run_tool, scalars
 
+from peco_mm.checkpoint import read_checkpoint
+
 TINY_CFG = """
 _base_ = '{root}/configs/demo/finetune_tiny_cls.py'
 data_root = '{data}'
@@ -70,17 +72,18 @@ def test_killed_run_resumes_from_last_checkpoint(tmp_path, image_folder):
     it = [r['iter'] for r in scalars(wd) if 'loss' in r]
     assert it[0] == last + 1 and it[-1] == 60
     import peco_mm  # noqa: F401  (allow-lists mmengine's checkpoint types)
-    state = torch.load(wd / 'iter_60.pth', map_location='cpu')  # weights_only=True default
+    state = read_checkpoint(wd / 'iter_60.pth', map_location='cpu')
     assert state['meta']['iter'] == 60
 
 
 def test_resume_refuses_arbitrary_pickles(tmp_path):
-    import peco_mm  # noqa: F401  (allow-lists mmengine's checkpoint types only)
     from mmengine.runner.checkpoint import _load_checkpoint
 
+    from peco_mm.checkpoint import checkpoints_through_gate
     path = tmp_path / 'evil.pth'
     torch.save({'state_dict': {}, 'meta': {'obj': subprocess.Popen}}, path)
-    with pytest.raises(ValueError, match='evil.pth holds pickled Python objects .*Popen'):
+    with checkpoints_through_gate(), pytest.raises(
+            ValueError, match='evil.pth holds pickled Python objects .*Popen'):
         _load_checkpoint(str(path), map_location='cpu')
 
 
