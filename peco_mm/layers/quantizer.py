@@ -164,6 +164,7 @@ class EMAVectorQuantizer(nn.Module):
                              persistent=False)
         self.register_buffer('total_restarts', torch.zeros((), dtype=torch.long))
         self.generator = torch.Generator().manual_seed(torch.initial_seed())  # restarts' draws
+        self.register_load_state_dict_pre_hook(EMAVectorQuantizer.keep_restart_state)
 
     # ---- public API -----------------------------------------------------------------------
     def forward(self, z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -301,13 +302,11 @@ class EMAVectorQuantizer(nn.Module):
                              f'a uint8 tensor of shape {tuple(expected.shape)}; got {got}')
         self.generator.set_state(state.cpu())
 
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,
-                              unexpected_keys, error_msgs) -> None:
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
-                                      unexpected_keys, error_msgs)
-        key = prefix + '_extra_state'
-        if key in missing_keys:  # a file written before: the generator stays as built
-            missing_keys.remove(key)
+    def keep_restart_state(self, state_dict: dict, prefix: str, *_) -> None:
+        """torch's load_state_dict pre-hook (registered in `__init__`): a file written before
+        the restarts' random state was saved has no `_extra_state`; the generator stays as
+        built instead of the key being reported missing."""
+        state_dict.setdefault(prefix + '_extra_state', self.get_extra_state())
 
     # ---- health ----------------------------------------------------------------------------------
     @torch.no_grad()
