@@ -21,16 +21,22 @@ run prints a Markdown block headed by the command that produced it; --out also w
 """
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from peco_mm.tooling.bench_report import (md_data, md_data_steps, md_dense,  # noqa: E402
+                                          md_memory,
+                                          md_pretrain, md_repeats, md_tokenizer,
+                                          with_precision)
+from peco_mm.tooling.benchmark import SDPA_BACKENDS  # noqa: E402
 DENSE = ['configs/peco/upernet_vitb_ade20k.py', 'configs/peco/mask_rcnn_vitb_coco.py']
 DENSE_SMOKE = ['configs/demo/upernet_tiny_shapes.py', 'configs/demo/mask_rcnn_tiny_shapes.py']
 PRETRAIN_MODELS = ('peco', 'beit', 'mae', 'peco_mae')
+SETTING = {'auto': 'auto', 'on': True, 'channels-last': True, 'off': False, 'contiguous': False}
 DATA = ['configs/peco/pretrain_vitb_in1k_300e.py',
         'configs/peco/pretrain_beit_dalle_vitb_in1k_300e.py']
 EPILOG = """examples:
@@ -76,11 +82,18 @@ def parse_args(argv=None):
     pre = add('pretrain', 'one MIM pretraining step: PeCo, BEiT, MAE, PeCo_MAE', 64, 10, 3)
     d = add('dense', 'one training step of configs (UperNet, Mask R-CNN, TimeSformer)', 1, 2, 1)
     a = add('all', 'tokenizer + pretrain + dense (dense at batch 1)', 32, 5, 2)
-    da = add('data', "a config's train pipeline, ms per sample (--steps samples)", 1, 300, 10)
+    da = add('data', "a config's train pipeline, ms per sample (--steps samples), step by step "
+             'from the JPEG on, and the workers per GPU that keep up', 256, 300, 10)
     da.add_argument('configs', nargs='*', help=f'default: {" ".join(DATA)}')
     da.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE',
                     help='override keys of every config, e.g. '
                     'train_dataloader.dataset.pipeline.3.second_size=224')
+    da.add_argument('--step-s', type=float, default=0.39,
+                    help='the GPU step the workers must keep up with, in seconds (0.39: the '
+                    'bf16 ViT-B step at batch 256 on one H100, docs/benchmarks.md)')
+    da.add_argument('--cores-per-gpu', type=int,
+                    help="the cores one rank's loader has (default: this machine's over its "
+                    'GPUs)')
     for s in (t, a):
         s.add_argument('--no-dalle', action='store_true', help="skip mmpretrain's DALL-E encoder")
     for s in (t, pre, a):
@@ -95,12 +108,27 @@ def parse_args(argv=None):
         s.add_argument('--target-bf16', action='store_true',
                        help="PeCo's frozen target encoder in bf16 autocast (default: its "
                        '`encode_bf16`, which is off; fp32 on a CPU)')
-        s.add_argument('--target-contiguous', action='store_true',
-                       help="PeCo's frozen target encoder in the contiguous memory format "
-                       '(default: channels-last, as the tokenizer)')
-        s.add_argument('--compile-target', action='store_true',
-                       help="PeCo's frozen target encoder through torch.compile (compiled "
-                       'during the warm-up steps: give --warmup 2 or more)')
+        s.add_argument('--target-layout', choices=('auto', 'channels-last', 'contiguous'),
+                       default='auto', help="PeCo's frozen target encoder's memory format "
+                       '(auto: its default by device, channels-last on a CPU, contiguous on '
+                       'CUDA)')
+        s.add_argument('--target-contiguous', dest='target_layout', action='store_const',
+                       const='contiguous', help='--target-layout contiguous')
+        s.add_argument('--target-compile', choices=('auto', 'on', 'off'), default='auto',
+                       help="PeCo's frozen target encoder through torch.compile (auto: its "
+                       'default, on CUDA only; compiled in the warm-up steps: --warmup 2+)')
+        s.add_argument('--compile-target', dest='target_compile', action='store_const',
+                       const='on', help='--target-compile on')
+        s.add_argument('--target-chunk', type=int, default=0, metavar='N',
+                       help="PeCo's target encoded N images at a time (0: the whole batch)")
+        s.add_argument('--sdpa', choices=SDPA_BACKENDS, default='default',
+                       help='the attention kernel F.scaled_dot_product_attention may use '
+                       '(default: any, as shipped)')
+        s.add_argument('--fused-adamw', action='store_true',
+                       help="AdamW's fused kernel (default: torch's foreach)")
+        s.add_argument('--compile-step', action='store_true',
+                       help="the model's forward and loss through torch.compile (as mmengine's "
+                       'compile=True does for train_step; compiled in the warm-up steps)')
     for s in (d, a):
         s.add_argument('configs', nargs='*', help=f'default: {" ".join(DENSE)} (with --smoke '
                        "the demo's toy configs)")
@@ -150,115 +178,6 @@ def parse_args(argv=None):
     if args.command == 'memory' and len(set(args.measure)) < 2:
         p.error(f'--measure needs two or more different batch sizes, got {args.measure}')
     return args
-
-
-# ---- Markdown --------------------------------------------------------------------------------
-def of_peak(gflop_per_s: float, peak: float) -> str:
-    return f'{gflop_per_s:.0f} ({gflop_per_s / peak:.0%})'
-
-
-def md_tokenizer(rows: list, peak: float) -> list[str]:
-    base = rows[0]['img_per_s']
-    out = ['| tokenizer encode | input | GFLOPs / image | img/s | vs PeCo default | '
-           'GFLOP/s (of GEMM) |', '|---|---|---:|---:|---:|---:|']
-    return out + [f"| {r['model']} | {r['img_size']} px | {r['gflops']:.1f} | "
-                  f"{r['img_per_s']:.2f} | {r['img_per_s'] / base:.2f}x | "
-                  f"{of_peak(r['gflop_per_s'], r.get('of_gemm', peak))} |"
-                  for r in rows]
-
-
-def md_pretrain(rows: list, peak: float) -> list[str]:
-    ref = next((r['ms_per_step'] for r in rows if r['model'] == 'beit'), None)
-    out = ['| pretraining step | ms/step | img/s | vs BEiT | GFLOPs / step | GFLOP/s (of GEMM) | '
-           'trainable M | target gen. M | peak GPU memory |',
-           '|---|---:|---:|---:|---:|---:|---:|---:|---:|']
-    for r in rows:
-        ratio = f"{r['ms_per_step'] / ref:.2f}" if ref else '-'
-        mem = f"{r['peak_mem_gib']} GiB" if 'peak_mem_gib' in r else '-'
-        out.append(f"| {r['model']} | {r['ms_per_step']} | {r['img_per_s']} | {ratio} | "
-                   f"{r['gflops_per_step']} | "
-                   f"{of_peak(r['gflop_per_s'], r.get('of_gemm', peak))} | {r['trainable_m']} | "
-                   f"{r['target_generator_m']} | {mem} |")
-    return out
-
-
-# the row name and the figure each timing section is compared on
-REPEAT_KEYS = dict(tokenizer=('model', 'img_per_s'), pretrain=('model', 'ms_per_step'),
-                   dense=('config', 's_per_step'), data=('config', 'ms_per_sample'))
-
-
-def num(v: float) -> str:
-    """4 significant digits, without an exponent."""
-    return f'{v:.0f}' if abs(v) >= 1000 else f'{v:.4g}'
-
-
-def md_repeats(runs: list[dict]) -> list[str]:
-    """Median and range over fresh-process runs, one row per (section, row, allocator)."""
-    lines = []
-    for section, (key, value) in REPEAT_KEYS.items():
-        table: dict = {}
-        for run in runs:
-            for r in run.get(section, []):
-                table.setdefault((r[key], run['malloc']), []).append(r)
-        if not table:
-            continue
-        n = max(len(v) for v in table.values())
-        lines += [f'| {section} | malloc | {value} (median of {n} runs) | min - max | '
-                  'GFLOP/s (of GEMM) |', '|---|---|---:|---:|---:|']
-        for (name, malloc), rows in table.items():
-            vals = sorted(r[value] for r in rows)
-            flops = '-'
-            if 'gflop_per_s' in rows[0]:
-                gemm = [r['of_gemm'] for r in rows if 'of_gemm' in r] or [
-                    run['gemm_gflops'] for run in runs]
-                flops = of_peak(statistics.median(r['gflop_per_s'] for r in rows),
-                                statistics.median(gemm))
-            lines.append(f'| {name} | {malloc} | {num(statistics.median(vals))} | '
-                         f'{num(vals[0])} - {num(vals[-1])} | {flops} |')
-        lines.append('')
-    return lines
-
-
-def md_data(rows: list) -> list[str]:
-    out = ['| train pipeline | ms / sample | views | input KiB / sample |', '|---|---:|---:|---:|']
-    return out + [f"| {r['config']} | {r['ms_per_sample']} | {r['views']} | {r['input_kib']} |"
-                  for r in rows]
-
-
-def md_dense(rows: list) -> list[str]:
-    out = ['| training step | batch | params M | s/step | img/s |', '|---|---:|---:|---:|---:|']
-    return out + [f"| {r['config']} | {r['batch']} | {r['params_m']} | {r['s_per_step']} | "
-                  f"{r['img_per_s']} |" for r in rows]
-
-
-def md_memory(res: dict) -> list[str]:
-    gib, mib = 2**30, 2**20
-    if not res['estimated']:
-        head = [f"Peak tensor memory of one training step, measured on {res['device']} "
-                f"(torch.cuda.max_memory_allocated). amp: {res['amp']}.", '']
-    else:
-        m = res['model']
-        batches = list(m['measured'])
-        head = [f"Peak tensor memory of one training step, **estimated**: measured on "
-                f"{res['device']} at batch {', '.join(map(str, batches))} and extrapolated "
-                f"linearly per phase (amp: {res['amp']}):", '',
-                '| phase | ' + ' | '.join(f'batch {b} (measured)' for b in batches) +
-                ' | fixed + per image |', '|---|' + '---:|' * (len(batches) + 1)]
-        for p in m['fixed']:
-            head.append(f'| {p} | ' + ' | '.join(f"{m['measured'][b][p] / gib:.2f} GiB"
-                                                 for b in batches) +
-                        f" | {m['fixed'][p] / gib:.2f} GiB + {m['per_image'][p] / mib:.1f} MiB |")
-        head += ['', f"Largest residual of the fits: {m['max_residual'] / mib:.1f} MiB."]
-        if m['max_residual'] > 0.01 * max(m['measured'][batches[-1]].values()):
-            head.append('WARNING: the peaks are not linear over these batches (at small '
-                        'batches the backward peak is set by the gradients, not the '
-                        'activations): measure at larger batches.')
-        head.append('')
-    tag = ' (estimated)' if res['estimated'] else ''
-    rows = [f"| {b} | {v / gib:.1f} GiB{tag} |" + (f" {res['phase'][b]} |" if tag else '')
-            for b, v in res['peak'].items()]
-    return head + ['| batch per GPU | peak memory |' + (' peak in |' if tag else ''),
-                   '|---:|---:|' + ('---|' if tag else '')] + rows
 
 
 def environment(device: str) -> dict:
@@ -334,9 +253,10 @@ def run_timing(args) -> tuple[dict, list[str]]:
         res['pretrain'] = []
         for prec in precisions or [None]:
             amp = amp if prec is None else {'fp32': 'none', 'bf16': 'bf16'}[prec]
-            rows = bm.bench_pretrain(args.models, batch, steps, warmup, args.device, amp, smoke,
-                                     args.target_bf16, not args.target_contiguous,
-                                     args.compile_target)
+            rows = bm.bench_pretrain(
+                args.models, batch, steps, warmup, args.device, amp, smoke, args.target_bf16,
+                SETTING[args.target_layout], SETTING[args.target_compile], args.target_chunk,
+                args.sdpa, args.fused_adamw, args.compile_step)
             res['pretrain'] += [with_precision(r, 'model', prec, gemm) for r in rows]
         lines += [f'{"smoke sizes" if smoke else "ViT-B/16 at 224 px"}, batch {batch}, amp '
                   f"{amp if not precisions else ' / '.join(precisions)}, median of {steps} "
@@ -344,9 +264,7 @@ def run_timing(args) -> tuple[dict, list[str]]:
         lines += md_pretrain(res['pretrain'], res['gemm_gflops']) + ['']
     if cmd == 'data':
         configs = [c if Path(c).exists() else str(ROOT / c) for c in args.configs or DATA]
-        res['data'] = bm.bench_pipelines(configs, 20 if smoke else args.steps, args.warmup,
-                                         parse_options(args.cfg_options))
-        lines += md_data(res['data']) + ['']
+        lines += run_data(args, configs, res)
     if cmd in ('dense', 'all'):
         configs = args.configs or (DENSE_SMOKE if smoke else DENSE)
         configs = [c if Path(c).exists() else str(ROOT / c) for c in configs]
@@ -354,6 +272,22 @@ def run_timing(args) -> tuple[dict, list[str]]:
         res['dense'] = bm.bench_config_steps(configs, batch, steps, warmup, args.device)
         lines += md_dense(res['dense']) + ['']
     return res, lines
+
+
+def run_data(args, configs: list[str], res: dict) -> list[str]:
+    """The pipelines on random photos (views, bytes), then step by step on JPEGs."""
+    from peco_mm.tooling import benchmark as bm
+    from peco_mm.tooling import data_bench as db
+    samples, batch = (20, 8) if args.smoke else (args.steps, args.batch)
+    options = parse_options(args.cfg_options)
+    res['data'] = bm.bench_pipelines(configs, samples, args.warmup, options)
+    with tempfile.TemporaryDirectory() as tmp:
+        res['data_steps'] = db.bench_transforms(configs, samples, args.warmup, batch, tmp,
+                                                options)
+    cores = args.cores_per_gpu or db.cores_per_gpu()
+    res.update(cores_per_gpu=cores, default_workers=db.default_workers(cores))
+    return md_data(res['data']) + [''] + md_data_steps(
+        res['data_steps'], args.step_s, cores, res['default_workers']) + ['']
 
 
 def run_gpu_check(args, argv: list[str]) -> dict:
@@ -373,15 +307,6 @@ def run_gpu_check(args, argv: list[str]) -> dict:
         sys.exit(f"gpu-check: {len(res['failed'])} section(s) failed: "
                  f"{', '.join(f['section'] for f in res['failed'])} (see {args.report})")
     return res
-
-
-def with_precision(row: dict, key: str, precision: str | None, gemm: dict) -> dict:
-    """A row of a --precision run: its precision, its name tagged with it, and the GEMM rate of
-    the same precision to compare with (`of_gemm`)."""
-    if precision is None:
-        return row
-    return dict(row, **{key: f'{row[key]} [{precision}]'}, precision=precision,
-                of_gemm=gemm[precision])
 
 
 def without_flags(argv: list[str], arity: dict[str, int]) -> list[str]:
@@ -429,7 +354,6 @@ def main(argv=None) -> dict:
         if args.out:
             Path(args.out).write_text(json.dumps(res, indent=1, default=str))
         return res
-    sys.path.insert(0, str(ROOT))
     import torch
 
     import peco_mm  # noqa: F401  (registers peco_mm types)

@@ -199,6 +199,28 @@ def test_data_times_each_pipeline_and_counts_the_views_it_sends():
     assert (peco['views'], peco['input_kib']) == (1, 224 * 224 * 3 / 1024)
     assert (beit['views'], beit['input_kib']) == (2, (224**2 + 112**2) * 3 / 1024)
     assert peco['ms_per_sample'] > 0 and beit['ms_per_sample'] > 0
+    # step by step from the JPEG on: each shipped step named, collate, and their total
+    steps = [r for r in res['data_steps'] if r['config'] == 'pretrain_vitb_in1k_300e.py']
+    assert [r['step'] for r in steps] == [
+        'decode (LoadImageFromFile)', 'colour jitter', 'flip', 'RandomResizedCrop (bicubic)',
+        'mask generation (block-wise)', 'pack', 'collate', 'total']
+    assert all(r['ms_per_sample'] > 0 for r in steps) and steps[0]['jpeg_kib'] > 50
+    assert steps[-1]['ms_per_sample'] == pytest.approx(
+        sum(r['ms_per_sample'] for r in steps[:-1]), abs=0.01)
+    assert res['default_workers'] == res['cores_per_gpu'] - 1 or res['default_workers'] == 1
+
+
+def test_workers_per_gpu_follow_the_cores_and_the_cost_per_sample(tmp_path):
+    from PIL import Image
+
+    from peco_mm.tooling import data_bench as db
+    assert [db.default_workers(c) for c in (1, 2, 16, 32)] == [1, 1, 15, 31]
+    # 256 samples of 22 ms in a 0.39 s step: 256 x 0.022 / 0.39 = 14.4 -> 15 workers
+    assert db.workers_needed(22.0, 256, 0.39) == 15
+    assert db.workers_needed(0.1, 8, 1.0) == 1
+    files = db.write_jpegs(tmp_path, 2)
+    assert [Image.open(f).size for f in files] == [(500, 375)] * 2
+    assert all(f.read_bytes()[:2] == b'\xff\xd8' for f in files)  # JPEG
 
 
 def test_repeats_pass_every_other_argument_to_the_child_runs():
@@ -325,9 +347,10 @@ def test_target_bf16_runs_the_frozen_encoder_in_bf16(monkeypatch):
 
 
 def test_target_layout_and_compile_options_reach_the_frozen_encoder(monkeypatch):
-    """`--target-contiguous` runs PeCo's target encoder on contiguous weights and inputs (the
-    tokenizer's default is channels-last), `--compile-target` hands the encoder to
-    torch.compile; both tag the row, and neither touches a model without a PeCo target."""
+    """`--target-layout contiguous` runs PeCo's target encoder on contiguous weights and
+    inputs, `--target-compile on` hands the encoder to torch.compile; both tag the row, and
+    neither touches a model without a PeCo target. The default is the frozen target's 'auto':
+    channels-last and eager on the CPU."""
     from peco_mm.tooling import benchmark as bm
     layouts, compiled = [], []
     build = bm.build_pretrain_model
@@ -348,7 +371,7 @@ def test_target_layout_and_compile_options_reach_the_frozen_encoder(monkeypatch)
     monkeypatch.setattr(bm, 'build_pretrain_model', recording_build)
     monkeypatch.setattr(torch, 'compile', fake_compile)
     rows = bm.bench_pretrain(['peco', 'mae'], 2, 1, 0, 'cpu', 'none', smoke=True,
-                             target_channels_last=False, compile_target=True)
+                             target_layout=False, target_compile=True)
     assert [r['model'] for r in rows] == ['peco (contiguous target) (compiled target)', 'mae']
     assert layouts and set(layouts) == {(True, True)}
     assert len(compiled) == 1 and isinstance(compiled[0], torch.nn.Module)
@@ -356,9 +379,50 @@ def test_target_layout_and_compile_options_reach_the_frozen_encoder(monkeypatch)
     rows = bm.bench_pretrain(['peco'], 2, 1, 0, 'cpu', 'none', smoke=True)  # the default
     assert rows[0]['model'] == 'peco' and len(compiled) == 1
     assert layouts and set(layouts) == {(False, False)}  # channels-last: not contiguous
-    args = load_tool('benchmark').parse_args(['pretrain', '--target-contiguous',
-                                              '--compile-target'])
-    assert args.target_contiguous and args.compile_target
+    bench = load_tool('benchmark')
+    for argv in (['--target-contiguous', '--compile-target'],
+                 ['--target-layout', 'contiguous', '--target-compile', 'on']):
+        args = bench.parse_args(['pretrain', *argv])
+        assert (bench.SETTING[args.target_layout], bench.SETTING[args.target_compile]) == (
+            False, True)
+
+
+def test_step_levers_leave_the_training_unchanged_and_tag_the_row(monkeypatch):
+    """The levers of the pretraining step, run on the CPU at smoke size from the same seed,
+    end with the weights the default step ends with (attention kernel, fused AdamW, the
+    target encoded in chunks and contiguous), and name themselves in the row."""
+    import random
+
+    import numpy as np
+
+    from peco_mm.tooling import benchmark as bm
+    built, initial = [], []
+    build = bm.build_pretrain_model
+
+    def recording_build(name, s):
+        built.append(build(name, s))
+        initial.append([p.detach().clone() for p in built[-1].parameters()])
+        return built[-1]
+
+    monkeypatch.setattr(bm, 'build_pretrain_model', recording_build)
+    monkeypatch.setattr(bm, 'count_gflops', lambda fn: 1.0)  # counted elsewhere; saves time
+
+    def weights_after(**levers):
+        random.seed(0)
+        np.random.seed(0)
+        row = bm.bench_pretrain(['peco'], 4, 1, 0, 'cpu', 'none', smoke=True, **levers)[0]
+        return row['model'], [p.detach().clone() for p in built[-1].parameters()]
+
+    name, base = weights_after()
+    assert name == 'peco'
+    # all at once (each alone is a GPU session's row): the default run's weights, to 1e-6
+    name, weights = weights_after(sdpa='math', fused_adamw=True, target_chunk=1,
+                                  target_layout=False)
+    assert name == 'peco (contiguous target) (chunk 1 target) (sdpa math) (fused AdamW)'
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(base, weights))
+    assert not all(torch.equal(a, b) for a, b in zip(base, initial[0]))  # the step trained
+    with pytest.raises(ValueError, match="sdpa='fast'; expected one of"):
+        bm.bench_pretrain(['peco'], 2, 1, 0, 'cpu', sdpa='fast')
 
 
 def test_a_video_configs_synthetic_batch_is_a_clip_through_its_own_pipeline():
