@@ -39,6 +39,11 @@ PRETRAIN_MODELS = ('peco', 'beit', 'mae', 'peco_mae')
 SETTING = {'auto': 'auto', 'on': True, 'channels-last': True, 'off': False, 'contiguous': False}
 DATA = ['configs/peco/pretrain_vitb_in1k_300e.py',
         'configs/peco/pretrain_beit_dalle_vitb_in1k_300e.py']
+CHAIN_HELP = ('Tokenizer, PeCo pretraining, UperNet and Mask R-CNN, each its shipped config '
+              'for --iters iterations through tools/train.py (--no-validate) on synthetic '
+              'data in its host\'s layout (ImageNet, ADE20K, COCO), each stage reading the '
+              'previous one\'s checkpoint; per stage the s/iteration, the data wait\'s share, '
+              'the peak GPU memory, and the paper schedule\'s wall time on --gpus GPUs.')
 EPILOG = """examples:
   tools/benchmark.py all --batch 32 --steps 5 --out bench.json    # everything, CPU or CUDA
   tools/benchmark.py all --smoke                                   # tiny sizes, seconds
@@ -52,6 +57,8 @@ EPILOG = """examples:
   tools/benchmark.py memory configs/peco/pretrain_vitl_in1k_800e.py --batch 256 \\
       --cfg-options model.backbone.with_cp=True
   tools/benchmark.py gpu-check --tokenizer TOKENIZER.pth --report gpu_check.md
+  tools/benchmark.py chain --gpus 8 --out chain.json    # the chain's cost, on a GPU machine
+  tools/benchmark.py chain --smoke --device cpu         # the same stages at toy size
 """
 
 
@@ -152,6 +159,17 @@ def parse_args(argv=None):
                    'wrappers need CUDA, so on CPU the same dtype runs under torch.autocast)')
     m.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE',
                    help='override config keys, e.g. model.backbone.with_cp=True')
+    c = sub.add_parser('chain', parents=[common], help='the documented chain through '
+                       'tools/train.py on synthetic data, and the paper schedule\'s cost',
+                       description=CHAIN_HELP)
+    c.add_argument('--iters', type=int, default=10, help='iterations per stage (10)')
+    c.add_argument('--skip', type=int, default=3, help='first iterations left out of the '
+                   'medians: cuDNN tuning, the target encoder\'s compile (3)')
+    c.add_argument('--gpus', type=int, default=8, help='GPUs of the projection (8)')
+    c.add_argument('--work-dir', help='where the data, logs and checkpoints go (default: a '
+                   'temporary folder, removed at the end)')
+    c.add_argument('--smoke', action='store_true', help="the demo's toy configs of the same "
+                   'stages on tiny images, 2 iterations each (for the CPU and the tests)')
     g = sub.add_parser('gpu-check', parents=[common],
                        help='one Markdown report for a GPU machine (without CUDA: the CPU '
                        'part, listing what it skipped)',
@@ -290,6 +308,20 @@ def run_data(args, configs: list[str], res: dict) -> list[str]:
         res['data_steps'], args.step_s, cores, res['default_workers']) + ['']
 
 
+def run_chain(args) -> tuple[dict, list[str]]:
+    """The chain in --work-dir (or a temporary folder): rows and the Markdown table."""
+    from peco_mm.tooling.chain import md_chain
+    from peco_mm.tooling.chain import run_chain as chain
+    iters, skip = (2, 0) if args.smoke else (args.iters, args.skip)
+    log = lambda msg: print(f'# {msg}', flush=True)  # noqa: E731
+    if args.work_dir:
+        rows = chain(args.work_dir, iters, skip, args.gpus, args.smoke, log)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = chain(tmp, iters, skip, args.gpus, args.smoke, log)
+    return dict(chain=rows), md_chain(rows, args.smoke)
+
+
 def run_gpu_check(args, argv: list[str]) -> dict:
     """The report of peco_mm.tooling.gpu_check, printed and written to --report."""
     from peco_mm.tooling.gpu_check import run_gpu_check as check
@@ -348,7 +380,7 @@ def run_repeats(args, argv: list[str]) -> dict:
 def main(argv=None) -> dict:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
-    timing = args.command not in ('memory', 'gpu-check')
+    timing = args.command not in ('memory', 'gpu-check', 'chain')
     if timing and (args.repeats > 1 or len(args.malloc) > 1):
         res = run_repeats(args, argv)
         if args.out:
@@ -366,7 +398,7 @@ def main(argv=None) -> dict:
     apply_cpu_malloc(malloc, cuda)
     if args.command == 'gpu-check':
         return run_gpu_check(args, argv)
-    res, lines = (run_memory if args.command == 'memory' else run_timing)(args)
+    res, lines = dict(memory=run_memory, chain=run_chain).get(args.command, run_timing)(args)
     res.update(environment(args.device), malloc=malloc, command=['tools/benchmark.py', *argv])
     print(f"`python tools/benchmark.py {' '.join(argv)}`: {res['device']}, {res['threads']} "
           f"threads, torch {res['torch']}, malloc {malloc}\n")

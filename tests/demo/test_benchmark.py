@@ -1,6 +1,7 @@
 """tools/benchmark.py: the sub-commands time every model and config they name, and the memory
 planner counts tensor bytes exactly, fits a line and says that its CPU figures are estimated."""
 import json
+import math
 
 import pytest
 import torch
@@ -442,3 +443,71 @@ def test_a_video_configs_synthetic_batch_is_a_clip_through_its_own_pipeline():
     cfg = bm.load_config(str(ROOT / 'configs/peco/timesformer_vitb_ssv2.py'))
     data = bm.synthetic_batch(cfg, 1)
     assert [tuple(x.shape) for x in data['inputs']] == [(1, 3, 8, 224, 224)]
+
+
+# ---- chain -------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_chain_smoke_runs_every_stage_through_train_and_projects_the_schedule(tmp_path):
+    """`chain --smoke`: the four stages of the documented chain (the demo's toy configs, at
+    batch 2) each train 2 iterations through tools/train.py on data written in its host's
+    layout, each reading the previous stage's checkpoint; the rows give s/iteration, the
+    data share and the paper schedule's iterations x s/iteration."""
+    out = tmp_path / 'chain.json'
+    res = load_tool('benchmark').main(['chain', '--smoke', '--device', 'cpu', '--work-dir',
+                                       str(tmp_path / 'wd'), '--gpus', '16', '--out', str(out)])
+    rows = res['chain']
+    assert [r['stage'] for r in rows] == ['tokenizer', 'pretrain', 'upernet', 'mask_rcnn']
+    # the paper's schedules on 16 GPUs at the shipped per-GPU batches
+    assert [r['schedule_iters'] for r in rows] == [100 * math.ceil(1281167 / (16 * 16)),
+                                                   800 * math.ceil(1281167 / (256 * 16)),
+                                                   80000, 12 * math.ceil(117266 / (2 * 16))]
+    for r in rows:
+        assert r['iterations'] == 2 and r['s_per_iter'] > 0 and 0 <= r['data_share'] < 1
+        assert r['projected_h'] == pytest.approx(
+            r['schedule_iters'] * r['s_per_iter'] / 3600, abs=0.06)
+        assert r['peak_gib'] is None  # no CUDA: mmengine logs no memory
+    wd = tmp_path / 'wd'
+    # each stage's config as the run stored it reads the previous stage's checkpoint
+    assert f"'{wd}/tokenizer/iter_2.pth'" in (wd / 'pretrain' / 'pretrain_tiny_photos.py'
+                                              ).read_text()
+    assert f"'{wd}/pretrain/iter_2.pth'" in (wd / 'upernet' / 'upernet_tiny_shapes.py'
+                                             ).read_text()
+    assert (wd / 'mask_rcnn' / 'epoch_1.pth').is_file()  # its epoch: exactly 2 iterations
+    assert json.loads(out.read_text())['chain'] == rows
+
+
+def test_chain_writes_the_hosts_layouts_and_shortens_each_schedule(tmp_path):
+    """ImageNet's train/<class>/*.JPEG with meta/train.txt; an epoch-based config runs one
+    epoch (of iters x batch images), an iteration-based one `iters` iterations; a tokenizer
+    without its perceptual file gets a random one; the previous checkpoint goes to the key
+    the stage reads."""
+    from peco_mm.tooling import benchmark as bm
+    from peco_mm.tooling import chain
+    root = chain.write_imagenet(tmp_path / 'in', 6, (32, 40), classes=4)
+    lines = (root / 'meta' / 'train.txt').read_text().split('\n')[:-1]
+    assert len(lines) == 6 and lines[0] == 'n00000000/00000.JPEG 0'
+    assert all((root / 'train' / line.split()[0]).is_file() for line in lines)
+    pretrain, upernet = chain.STAGES[1], chain.STAGES[2]
+    cfg = bm.load_config(str(ROOT / pretrain.config))
+    opts, ckpt = chain.stage_options(cfg, 5, '/d', 'tok.pth', pretrain)
+    assert ckpt == 'epoch_1.pth' and 'train_cfg.max_epochs=1' in opts
+    assert 'model.target_generator.checkpoint=tok.pth' in opts
+    assert 'train_dataloader.dataset.data_root=/d' in opts
+    cfg = bm.load_config(str(ROOT / upernet.config))
+    opts, ckpt = chain.stage_options(cfg, 5, '/d', 'pre.pth', upernet)
+    assert ckpt == 'iter_5.pth' and 'train_cfg.max_iters=5' in opts
+    assert 'model.backbone.init_cfg.checkpoint=pre.pth' in opts
+    assert chain.schedule_iters(cfg, upernet, 4) == 160000 * 8 // 4
+    cfg = bm.load_config(str(ROOT / chain.STAGES[0].config))
+    opts, _ = chain.stage_options(cfg, 5, '/d', None, chain.STAGES[0])
+    assert 'model.perceptual.allow_random=True' in opts
+
+
+def test_target_check_compares_the_device_default_with_eager_channels_last():
+    """The GPU script's code check, run on the CPU: the default there is channels-last and
+    eager, so both encodes are the same computation and every code agrees."""
+    from peco_mm.tooling.target_check import check_target
+    res = check_target('cpu', batch=2, size=32, steps=1, smoke=True)
+    assert (res['default_layout'], res['default_compiled']) == ('channels_last', False)
+    assert res['agreement'] == 1.0 and not res['compile_fell_back']
+    assert res['ms_default'] > 0 and res['ms_eager_channels_last'] > 0
