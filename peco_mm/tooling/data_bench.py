@@ -12,13 +12,14 @@ data-loader worker.
 from __future__ import annotations
 
 import math
-import os
 import random
 import time
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
+
+from ..engine.workers import cores_per_gpu, default_workers  # noqa: F401 (the tool's names)
 
 PHOTO_HW = (375, 500)  # ImageNet's most common image size
 # the names the table gives the steps of the shipped pretraining pipelines
@@ -121,20 +122,6 @@ def bench_transforms(configs: Sequence[str], samples: int, warmup: int, batch: i
         cv2.setNumThreads(threads[0])
         torch.set_num_threads(threads[1])
     return rows
-
-
-def cores_per_gpu() -> int:
-    """The CPU cores this process may use over the GPUs of this machine (all of them
-    without CUDA): what one rank's data loader has to work with."""
-    import torch
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, 'sched_getaffinity') else os.cpu_count()
-    return max(1, (cores or 1) // max(1, torch.cuda.device_count()))
-
-
-def default_workers(cores: int) -> int:
-    """Data-loader workers per GPU: every core of the GPU's share but one, which the training
-    process itself (the step's Python, pinning, the collate of the batches' results) keeps."""
-    return max(1, cores - 1)
 
 
 def workers_needed(ms_per_sample: float, batch: int, step_s: float) -> int:

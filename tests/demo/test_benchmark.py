@@ -211,7 +211,7 @@ def test_data_times_each_pipeline_and_counts_the_views_it_sends():
     assert res['default_workers'] == res['cores_per_gpu'] - 1 or res['default_workers'] == 1
 
 
-def test_workers_per_gpu_follow_the_cores_and_the_cost_per_sample(tmp_path):
+def test_workers_per_gpu_follow_the_cores_and_the_cost_per_sample(tmp_path, monkeypatch):
     from PIL import Image
 
     from peco_mm.tooling import data_bench as db
@@ -219,6 +219,19 @@ def test_workers_per_gpu_follow_the_cores_and_the_cost_per_sample(tmp_path):
     # 256 samples of 22 ms in a 0.39 s step: 256 x 0.022 / 0.39 = 14.4 -> 15 workers
     assert db.workers_needed(22.0, 256, 0.39) == 15
     assert db.workers_needed(0.1, 8, 1.0) == 1
+    # num_workers='auto' (the shipped pretraining loaders): the cores of a rank's share but one
+    from mmengine.config import Config
+
+    from peco_mm.engine import workers
+    monkeypatch.setattr(workers.os, 'sched_getaffinity', lambda pid: set(range(32)),
+                        raising=False)
+    monkeypatch.setenv('LOCAL_WORLD_SIZE', '2')
+    assert workers.cores_per_gpu() == 16
+    cfg = Config.fromfile(str(ROOT / 'configs/peco/pretrain_vitb_in1k_800e.py'))
+    assert cfg.train_dataloader.num_workers == 'auto'
+    cfg.val_dataloader = dict(num_workers=3)
+    workers.resolve_workers(cfg)
+    assert (cfg.train_dataloader.num_workers, cfg.val_dataloader.num_workers) == (15, 3)
     files = db.write_jpegs(tmp_path, 2)
     assert [Image.open(f).size for f in files] == [(500, 375)] * 2
     assert all(f.read_bytes()[:2] == b'\xff\xd8' for f in files)  # JPEG
