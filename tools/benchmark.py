@@ -27,12 +27,9 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-from peco_mm.tooling.bench_report import (md_data, md_data_steps, md_dense,  # noqa: E402
-                                          md_memory,
-                                          md_pretrain, md_repeats, md_tokenizer,
-                                          with_precision)
-from peco_mm.tooling.benchmark import SDPA_BACKENDS  # noqa: E402
+sys.path.insert(0, str(ROOT))  # run from any folder
+# peco_mm.tooling.benchmark.SDPA_BACKENDS (imported late: --help imports no torch)
+SDPA_BACKENDS = ('default', 'flash', 'efficient', 'cudnn', 'math')
 DENSE = ['configs/peco/upernet_vitb_ade20k.py', 'configs/peco/mask_rcnn_vitb_coco.py']
 DENSE_SMOKE = ['configs/demo/upernet_tiny_shapes.py', 'configs/demo/mask_rcnn_tiny_shapes.py']
 PRETRAIN_MODELS = ('peco', 'beit', 'mae', 'peco_mae')
@@ -221,6 +218,7 @@ def parse_options(pairs: list[str]) -> dict:
 
 
 def run_memory(args) -> tuple[dict, list[str]]:
+    from peco_mm.tooling.bench_report import md_memory
     from peco_mm.tooling import benchmark as bm
     if not Path(args.config).is_file():
         raise SystemExit(f'benchmark.py memory: config {args.config!r} not found')
@@ -238,6 +236,8 @@ def run_memory(args) -> tuple[dict, list[str]]:
 
 def run_timing(args) -> tuple[dict, list[str]]:
     """tokenizer / pretrain / dense / all; --smoke: tiny sizes, one or two steps."""
+    from peco_mm.tooling.bench_report import (md_dense, md_pretrain, md_tokenizer,
+                                              with_precision)
     from peco_mm.tooling import benchmark as bm
     res, lines = {}, []
     cmd, smoke = args.command, args.smoke
@@ -294,6 +294,7 @@ def run_timing(args) -> tuple[dict, list[str]]:
 
 def run_data(args, configs: list[str], res: dict) -> list[str]:
     """The pipelines on random photos (views, bytes), then step by step on JPEGs."""
+    from peco_mm.tooling.bench_report import md_data, md_data_steps
     from peco_mm.tooling import benchmark as bm
     from peco_mm.tooling import data_bench as db
     samples, batch = (20, 8) if args.smoke else (args.steps, args.batch)
@@ -357,6 +358,7 @@ def without_flags(argv: list[str], arity: dict[str, int]) -> list[str]:
 def run_repeats(args, argv: list[str]) -> dict:
     """Each (repeat, allocator) in a fresh process, allocators interleaved; the median and
     range over the repeats."""
+    from peco_mm.tooling.bench_report import md_repeats
     child = without_flags(argv, {'--malloc': len(args.malloc), '--repeats': 1, '--out': 1})
     runs = []
     with tempfile.TemporaryDirectory() as tmp:

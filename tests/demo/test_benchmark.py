@@ -322,7 +322,7 @@ def test_card_peaks_match_device_names(name, card):
 
 
 def test_precision_rows_are_tagged_and_compared_with_their_own_gemm_rate():
-    bench = load_tool('benchmark')
+    from peco_mm.tooling import bench_report as bench
     gemm = dict(fp32=100.0, bf16=400.0)
     row = dict(model='peco', gflop_per_s=200.0)
     assert bench.with_precision(row, 'model', None, gemm) is row  # no --precision: as before
@@ -331,7 +331,7 @@ def test_precision_rows_are_tagged_and_compared_with_their_own_gemm_rate():
     rows = [dict(bf16, img_size=224, gflops=1.0, img_per_s=2.0)]
     assert rows[0]['model'] in bench.md_tokenizer(rows, peak=100.0)[2]
     assert '200 (50%)' in bench.md_tokenizer(rows, peak=100.0)[2]  # of 400, not of 100
-    args = bench.parse_args(['pretrain', '--precision', 'fp32', 'bf16'])
+    args = load_tool('benchmark').parse_args(['pretrain', '--precision', 'fp32', 'bf16'])
     assert args.precision == ['fp32', 'bf16']
 
 
@@ -394,6 +394,7 @@ def test_target_layout_and_compile_options_reach_the_frozen_encoder(monkeypatch)
     assert rows[0]['model'] == 'peco' and len(compiled) == 1
     assert layouts and set(layouts) == {(False, False)}  # channels-last: not contiguous
     bench = load_tool('benchmark')
+    assert bench.SDPA_BACKENDS == bm.SDPA_BACKENDS  # the tool's copy (its --help is torch-free)
     for argv in (['--target-contiguous', '--compile-target'],
                  ['--target-layout', 'contiguous', '--target-compile', 'on']):
         args = bench.parse_args(['pretrain', *argv])
