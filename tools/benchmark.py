@@ -88,6 +88,32 @@ def parse_args(argv=None):
     a = add('all', 'tokenizer + pretrain + dense (dense at batch 1)', 32, 5, 2)
     da = add('data', "a config's train pipeline, ms per sample (--steps samples), step by step "
              'from the JPEG on, and the workers per GPU that keep up', 256, 300, 10)
+    add_data_options(da)
+    for s in (t, a):
+        s.add_argument('--no-dalle', action='store_true', help="skip mmpretrain's DALL-E encoder")
+    for s in (t, pre, a):
+        s.add_argument('--precision', nargs='+', choices=('fp32', 'bf16'),
+                       help='run each of these precisions: the encoders (tokenizer) and the '
+                       'step (pretrain) in fp32 or in bf16 autocast, each against the GEMM rate '
+                       'of the same precision (default: tokenizer fp32; pretrain as --amp)')
+    for s in (pre, a):
+        add_step_levers(s)
+    for s in (d, a):
+        s.add_argument('configs', nargs='*', help=f'default: {" ".join(DENSE)} (with --smoke '
+                       "the demo's toy configs)")
+    add_memory(sub, common)
+    add_chain(sub, common)
+    add_gpu_check(sub, common)
+    args = p.parse_args(argv)
+    if args.repeats < 1:
+        p.error(f'--repeats {args.repeats}: expected 1 or more')
+    if args.command == 'memory' and len(set(args.measure)) < 2:
+        p.error(f'--measure needs two or more different batch sizes, got {args.measure}')
+    return args
+
+
+def add_data_options(da) -> None:
+    """The data sub-command's own options."""
     da.add_argument('configs', nargs='*', help=f'default: {" ".join(DATA)}')
     da.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE',
                     help='override keys of every config, e.g. '
@@ -98,44 +124,41 @@ def parse_args(argv=None):
     da.add_argument('--cores-per-gpu', type=int,
                     help="the cores one rank's loader has (default: this machine's over its "
                     'GPUs)')
-    for s in (t, a):
-        s.add_argument('--no-dalle', action='store_true', help="skip mmpretrain's DALL-E encoder")
-    for s in (t, pre, a):
-        s.add_argument('--precision', nargs='+', choices=('fp32', 'bf16'),
-                       help='run each of these precisions: the encoders (tokenizer) and the '
-                       'step (pretrain) in fp32 or in bf16 autocast, each against the GEMM rate '
-                       'of the same precision (default: tokenizer fp32; pretrain as --amp)')
-    for s in (pre, a):
-        s.add_argument('--models', nargs='+', choices=PRETRAIN_MODELS, default=PRETRAIN_MODELS)
-        s.add_argument('--amp', choices=('none', 'bf16', 'fp16'),
-                       help='autocast dtype (default: bf16 on CUDA, none on CPU)')
-        s.add_argument('--target-bf16', action='store_true',
-                       help="PeCo's frozen target encoder in bf16 autocast (default: its "
-                       '`encode_bf16`, which is off; fp32 on a CPU)')
-        s.add_argument('--target-layout', choices=('auto', 'channels-last', 'contiguous'),
-                       default='auto', help="PeCo's frozen target encoder's memory format "
-                       '(auto: its default by device, channels-last on a CPU, contiguous on '
-                       'CUDA)')
-        s.add_argument('--target-contiguous', dest='target_layout', action='store_const',
-                       const='contiguous', help='--target-layout contiguous')
-        s.add_argument('--target-compile', choices=('auto', 'on', 'off'), default='auto',
-                       help="PeCo's frozen target encoder through torch.compile (auto: its "
-                       'default, on CUDA only; compiled in the warm-up steps: --warmup 2+)')
-        s.add_argument('--compile-target', dest='target_compile', action='store_const',
-                       const='on', help='--target-compile on')
-        s.add_argument('--target-chunk', type=int, default=0, metavar='N',
-                       help="PeCo's target encoded N images at a time (0: the whole batch)")
-        s.add_argument('--sdpa', choices=SDPA_BACKENDS, default='default',
-                       help='the attention kernel F.scaled_dot_product_attention may use '
-                       '(default: any, as shipped)')
-        s.add_argument('--fused-adamw', action='store_true',
-                       help="AdamW's fused kernel (default: torch's foreach)")
-        s.add_argument('--compile-step', action='store_true',
-                       help="the model's forward and loss through torch.compile (as mmengine's "
-                       'compile=True does for train_step; compiled in the warm-up steps)')
-    for s in (d, a):
-        s.add_argument('configs', nargs='*', help=f'default: {" ".join(DENSE)} (with --smoke '
-                       "the demo's toy configs)")
+
+
+def add_step_levers(s) -> None:
+    """The pretraining step's levers (docs/benchmarks.md, "Step levers")."""
+    s.add_argument('--models', nargs='+', choices=PRETRAIN_MODELS, default=PRETRAIN_MODELS)
+    s.add_argument('--amp', choices=('none', 'bf16', 'fp16'),
+                   help='autocast dtype (default: bf16 on CUDA, none on CPU)')
+    s.add_argument('--target-bf16', action='store_true',
+                   help="PeCo's frozen target encoder in bf16 autocast (default: its "
+                   '`encode_bf16`, which is off; fp32 on a CPU)')
+    s.add_argument('--target-layout', choices=('auto', 'channels-last', 'contiguous'),
+                   default='auto', help="PeCo's frozen target encoder's memory format "
+                   '(auto: its default by device, channels-last on a CPU, contiguous on '
+                   'CUDA)')
+    s.add_argument('--target-contiguous', dest='target_layout', action='store_const',
+                   const='contiguous', help='--target-layout contiguous')
+    s.add_argument('--target-compile', choices=('auto', 'on', 'off'), default='auto',
+                   help="PeCo's frozen target encoder through torch.compile (auto: its "
+                   'default, on CUDA only; compiled in the warm-up steps: --warmup 2+)')
+    s.add_argument('--compile-target', dest='target_compile', action='store_const',
+                   const='on', help='--target-compile on')
+    s.add_argument('--target-chunk', type=int, default=0, metavar='N',
+                   help="PeCo's target encoded N images at a time (0: the whole batch)")
+    s.add_argument('--sdpa', choices=SDPA_BACKENDS, default='default',
+                   help='the attention kernel F.scaled_dot_product_attention may use '
+                   '(default: any, as shipped)')
+    s.add_argument('--fused-adamw', action='store_true',
+                   help="AdamW's fused kernel (default: torch's foreach)")
+    s.add_argument('--compile-step', action='store_true',
+                   help="the model's forward and loss through torch.compile (as mmengine's "
+                   'compile=True does for train_step; compiled in the warm-up steps)')
+
+
+def add_memory(sub, common) -> None:
+    """The memory sub-command."""
     m = sub.add_parser('memory', parents=[common], help='peak memory of a config\'s training '
                        'step at given batch sizes (estimated on CPU)',
                        description='Peak tensor memory of one training step (data '
@@ -156,6 +179,10 @@ def parse_args(argv=None):
                    'wrappers need CUDA, so on CPU the same dtype runs under torch.autocast)')
     m.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE',
                    help='override config keys, e.g. model.backbone.with_cp=True')
+
+
+def add_chain(sub, common) -> None:
+    """The chain sub-command."""
     c = sub.add_parser('chain', parents=[common], help='the documented chain through '
                        'tools/train.py on synthetic data, and the paper schedule\'s cost',
                        description=CHAIN_HELP)
@@ -167,6 +194,10 @@ def parse_args(argv=None):
                    'temporary folder, removed at the end)')
     c.add_argument('--smoke', action='store_true', help="the demo's toy configs of the same "
                    'stages on tiny images, 2 iterations each (for the CPU and the tests)')
+
+
+def add_gpu_check(sub, common) -> None:
+    """The gpu-check sub-command."""
     g = sub.add_parser('gpu-check', parents=[common],
                        help='one Markdown report for a GPU machine (without CUDA: the CPU '
                        'part, listing what it skipped)',
@@ -187,12 +218,6 @@ def parse_args(argv=None):
     g.add_argument('--smoke', action='store_true', help='tiny sizes, for a quick check')
     g.add_argument('--distributed-on-cpu', action='store_true',
                    help='without two GPUs: run the DDP / FSDP step on two CPU processes (gloo)')
-    args = p.parse_args(argv)
-    if args.repeats < 1:
-        p.error(f'--repeats {args.repeats}: expected 1 or more')
-    if args.command == 'memory' and len(set(args.measure)) < 2:
-        p.error(f'--measure needs two or more different batch sizes, got {args.measure}')
-    return args
 
 
 def environment(device: str) -> dict:
