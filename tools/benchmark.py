@@ -326,8 +326,8 @@ def run_data(args, configs: list[str], res: dict) -> list[str]:
     options = parse_options(args.cfg_options)
     res['data'] = bm.bench_pipelines(configs, samples, args.warmup, options)
     with tempfile.TemporaryDirectory() as tmp:
-        res['data_steps'] = db.bench_transforms(configs, samples, args.warmup, batch, tmp,
-                                                options)
+        res['data_steps'] = db.bench_transforms(configs, 8 if args.smoke else samples,
+                                                args.warmup, batch, tmp, options)
     cores = args.cores_per_gpu or db.cores_per_gpu()
     res.update(cores_per_gpu=cores, default_workers=db.default_workers(cores))
     return md_data(res['data']) + [''] + md_data_steps(
