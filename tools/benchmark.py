@@ -21,7 +21,6 @@ run prints a Markdown block headed by the command that produced it; --out also w
 """
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -30,11 +29,20 @@ sys.path.append(str(Path(__file__).resolve().parent))  # tools/, however the too
 import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # run from any folder
+# peco_mm.tooling.benchmark.SDPA_BACKENDS (imported late: --help imports no torch)
+SDPA_BACKENDS = ('default', 'flash', 'efficient', 'cudnn', 'math')
 DENSE = ['configs/peco/upernet_vitb_ade20k.py', 'configs/peco/mask_rcnn_vitb_coco.py']
 DENSE_SMOKE = ['configs/demo/upernet_tiny_shapes.py', 'configs/demo/mask_rcnn_tiny_shapes.py']
 PRETRAIN_MODELS = ('peco', 'beit', 'mae', 'peco_mae')
+SETTING = {'auto': 'auto', 'on': True, 'channels-last': True, 'off': False, 'contiguous': False}
 DATA = ['configs/peco/pretrain_vitb_in1k_300e.py',
         'configs/peco/pretrain_beit_dalle_vitb_in1k_300e.py']
+CHAIN_HELP = ('Tokenizer, PeCo pretraining, UperNet and Mask R-CNN, each its shipped config '
+              'for --iters iterations through tools/train.py (--no-validate) on synthetic '
+              'data in its host\'s layout (ImageNet, ADE20K, COCO), each stage reading the '
+              'previous one\'s checkpoint; per stage the s/iteration, the data wait\'s share, '
+              'the peak GPU memory, and the paper schedule\'s wall time on --gpus GPUs.')
 EPILOG = """examples:
   tools/benchmark.py all --batch 32 --steps 5 --out bench.json    # everything, CPU or CUDA
   tools/benchmark.py all --smoke                                   # tiny sizes, seconds
@@ -48,6 +56,8 @@ EPILOG = """examples:
   tools/benchmark.py memory configs/peco/pretrain_vitl_in1k_800e.py --batch 256 \\
       --cfg-options model.backbone.with_cp=True
   tools/benchmark.py gpu-check --tokenizer TOKENIZER.pth --report gpu_check.md
+  tools/benchmark.py chain --gpus 8 --out chain.json    # the chain's cost, on a GPU machine
+  tools/benchmark.py chain --smoke --device cpu         # the same stages at toy size
 """
 
 
@@ -78,11 +88,9 @@ def parse_args(argv=None):
     pre = add('pretrain', 'one MIM pretraining step: PeCo, BEiT, MAE, PeCo_MAE', 64, 10, 3)
     d = add('dense', 'one training step of configs (UperNet, Mask R-CNN, TimeSformer)', 1, 2, 1)
     a = add('all', 'tokenizer + pretrain + dense (dense at batch 1)', 32, 5, 2)
-    da = add('data', "a config's train pipeline, ms per sample (--steps samples)", 1, 300, 10)
-    da.add_argument('configs', nargs='*', help=f'default: {" ".join(DATA)}')
-    da.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE',
-                    help='override keys of every config, e.g. '
-                    'train_dataloader.dataset.pipeline.3.second_size=224')
+    da = add('data', "a config's train pipeline, ms per sample (--steps samples), step by step "
+             'from the JPEG on, and the workers per GPU that keep up', 256, 300, 10)
+    add_data_options(da)
     for s in (t, a):
         s.add_argument('--no-dalle', action='store_true', help="skip mmpretrain's DALL-E encoder")
     for s in (t, pre, a):
@@ -91,21 +99,68 @@ def parse_args(argv=None):
                        'step (pretrain) in fp32 or in bf16 autocast, each against the GEMM rate '
                        'of the same precision (default: tokenizer fp32; pretrain as --amp)')
     for s in (pre, a):
-        s.add_argument('--models', nargs='+', choices=PRETRAIN_MODELS, default=PRETRAIN_MODELS)
-        s.add_argument('--amp', choices=('none', 'bf16', 'fp16'),
-                       help='autocast dtype (default: bf16 on CUDA, none on CPU)')
-        s.add_argument('--target-bf16', action='store_true',
-                       help="PeCo's frozen target encoder in bf16 autocast (default: its "
-                       '`encode_bf16`, which is off; fp32 on a CPU)')
-        s.add_argument('--target-contiguous', action='store_true',
-                       help="PeCo's frozen target encoder in the contiguous memory format "
-                       '(default: channels-last, as the tokenizer)')
-        s.add_argument('--compile-target', action='store_true',
-                       help="PeCo's frozen target encoder through torch.compile (compiled "
-                       'during the warm-up steps: give --warmup 2 or more)')
+        add_step_levers(s)
     for s in (d, a):
         s.add_argument('configs', nargs='*', help=f'default: {" ".join(DENSE)} (with --smoke '
                        "the demo's toy configs)")
+    add_memory(sub, common)
+    add_chain(sub, common)
+    add_gpu_check(sub, common)
+    args = p.parse_args(argv)
+    if args.repeats < 1:
+        p.error(f'--repeats {args.repeats}: expected 1 or more')
+    if args.command == 'memory' and len(set(args.measure)) < 2:
+        p.error(f'--measure needs two or more different batch sizes, got {args.measure}')
+    return args
+
+
+def add_data_options(da) -> None:
+    """The data sub-command's own options."""
+    da.add_argument('configs', nargs='*', help=f'default: {" ".join(DATA)}')
+    da.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE',
+                    help='override keys of every config, e.g. '
+                    'train_dataloader.dataset.pipeline.3.second_size=224')
+    da.add_argument('--step-s', type=float, default=0.39,
+                    help='the GPU step the workers must keep up with, in seconds (0.39: the '
+                    'bf16 ViT-B step at batch 256 on one H100, docs/benchmarks.md)')
+    da.add_argument('--cores-per-gpu', type=int,
+                    help="the cores one rank's loader has (default: this machine's over its "
+                    'GPUs)')
+
+
+def add_step_levers(s) -> None:
+    """The pretraining step's levers (docs/benchmarks.md, "Step levers")."""
+    s.add_argument('--models', nargs='+', choices=PRETRAIN_MODELS, default=PRETRAIN_MODELS)
+    s.add_argument('--amp', choices=('none', 'bf16', 'fp16'),
+                   help='autocast dtype (default: bf16 on CUDA, none on CPU)')
+    s.add_argument('--target-bf16', action='store_true',
+                   help="PeCo's frozen target encoder in bf16 autocast (default: its "
+                   '`encode_bf16`, which is off; fp32 on a CPU)')
+    s.add_argument('--target-layout', choices=('auto', 'channels-last', 'contiguous'),
+                   default='auto', help="PeCo's frozen target encoder's memory format "
+                   '(auto: its default by device, channels-last on a CPU, contiguous on '
+                   'CUDA)')
+    s.add_argument('--target-contiguous', dest='target_layout', action='store_const',
+                   const='contiguous', help='--target-layout contiguous')
+    s.add_argument('--target-compile', choices=('auto', 'on', 'off'), default='auto',
+                   help="PeCo's frozen target encoder through torch.compile (auto: its "
+                   'default, on CUDA only; compiled in the warm-up steps: --warmup 2+)')
+    s.add_argument('--compile-target', dest='target_compile', action='store_const',
+                   const='on', help='--target-compile on')
+    s.add_argument('--target-chunk', type=int, default=0, metavar='N',
+                   help="PeCo's target encoded N images at a time (0: the whole batch)")
+    s.add_argument('--sdpa', choices=SDPA_BACKENDS, default='default',
+                   help='the attention kernel F.scaled_dot_product_attention may use '
+                   '(default: any, as shipped)')
+    s.add_argument('--fused-adamw', action='store_true',
+                   help="AdamW's fused kernel (default: torch's foreach)")
+    s.add_argument('--compile-step', action='store_true',
+                   help="the model's forward and loss through torch.compile (as mmengine's "
+                   'compile=True does for train_step; compiled in the warm-up steps)')
+
+
+def add_memory(sub, common) -> None:
+    """The memory sub-command."""
     m = sub.add_parser('memory', parents=[common], help='peak memory of a config\'s training '
                        'step at given batch sizes (estimated on CPU)',
                        description='Peak tensor memory of one training step (data '
@@ -126,6 +181,25 @@ def parse_args(argv=None):
                    'wrappers need CUDA, so on CPU the same dtype runs under torch.autocast)')
     m.add_argument('--cfg-options', nargs='+', default=[], metavar='KEY=VALUE',
                    help='override config keys, e.g. model.backbone.with_cp=True')
+
+
+def add_chain(sub, common) -> None:
+    """The chain sub-command."""
+    c = sub.add_parser('chain', parents=[common], help='the documented chain through '
+                       'tools/train.py on synthetic data, and the paper schedule\'s cost',
+                       description=CHAIN_HELP)
+    c.add_argument('--iters', type=int, default=10, help='iterations per stage (10)')
+    c.add_argument('--skip', type=int, default=3, help='first iterations left out of the '
+                   'medians: cuDNN tuning, the target encoder\'s compile (3)')
+    c.add_argument('--gpus', type=int, default=8, help='GPUs of the projection (8)')
+    c.add_argument('--work-dir', help='where the data, logs and checkpoints go (default: a '
+                   'temporary folder, removed at the end)')
+    c.add_argument('--smoke', action='store_true', help="the demo's toy configs of the same "
+                   'stages on tiny images, 2 iterations each (for the CPU and the tests)')
+
+
+def add_gpu_check(sub, common) -> None:
+    """The gpu-check sub-command."""
     g = sub.add_parser('gpu-check', parents=[common],
                        help='one Markdown report for a GPU machine (without CUDA: the CPU '
                        'part, listing what it skipped)',
@@ -146,121 +220,6 @@ def parse_args(argv=None):
     g.add_argument('--smoke', action='store_true', help='tiny sizes, for a quick check')
     g.add_argument('--distributed-on-cpu', action='store_true',
                    help='without two GPUs: run the DDP / FSDP step on two CPU processes (gloo)')
-    args = p.parse_args(argv)
-    if args.repeats < 1:
-        p.error(f'--repeats {args.repeats}: expected 1 or more')
-    if args.command == 'memory' and len(set(args.measure)) < 2:
-        p.error(f'--measure needs two or more different batch sizes, got {args.measure}')
-    return args
-
-
-# ---- Markdown --------------------------------------------------------------------------------
-def of_peak(gflop_per_s: float, peak: float) -> str:
-    return f'{gflop_per_s:.0f} ({gflop_per_s / peak:.0%})'
-
-
-def md_tokenizer(rows: list, peak: float) -> list[str]:
-    base = rows[0]['img_per_s']
-    out = ['| tokenizer encode | input | GFLOPs / image | img/s | vs PeCo default | '
-           'GFLOP/s (of GEMM) |', '|---|---|---:|---:|---:|---:|']
-    return out + [f"| {r['model']} | {r['img_size']} px | {r['gflops']:.1f} | "
-                  f"{r['img_per_s']:.2f} | {r['img_per_s'] / base:.2f}x | "
-                  f"{of_peak(r['gflop_per_s'], r.get('of_gemm', peak))} |"
-                  for r in rows]
-
-
-def md_pretrain(rows: list, peak: float) -> list[str]:
-    ref = next((r['ms_per_step'] for r in rows if r['model'] == 'beit'), None)
-    out = ['| pretraining step | ms/step | img/s | vs BEiT | GFLOPs / step | GFLOP/s (of GEMM) | '
-           'trainable M | target gen. M | peak GPU memory |',
-           '|---|---:|---:|---:|---:|---:|---:|---:|---:|']
-    for r in rows:
-        ratio = f"{r['ms_per_step'] / ref:.2f}" if ref else '-'
-        mem = f"{r['peak_mem_gib']} GiB" if 'peak_mem_gib' in r else '-'
-        out.append(f"| {r['model']} | {r['ms_per_step']} | {r['img_per_s']} | {ratio} | "
-                   f"{r['gflops_per_step']} | "
-                   f"{of_peak(r['gflop_per_s'], r.get('of_gemm', peak))} | {r['trainable_m']} | "
-                   f"{r['target_generator_m']} | {mem} |")
-    return out
-
-
-# the row name and the figure each timing section is compared on
-REPEAT_KEYS = dict(tokenizer=('model', 'img_per_s'), pretrain=('model', 'ms_per_step'),
-                   dense=('config', 's_per_step'), data=('config', 'ms_per_sample'))
-
-
-def num(v: float) -> str:
-    """4 significant digits, without an exponent."""
-    return f'{v:.0f}' if abs(v) >= 1000 else f'{v:.4g}'
-
-
-def md_repeats(runs: list[dict]) -> list[str]:
-    """Median and range over fresh-process runs, one row per (section, row, allocator)."""
-    lines = []
-    for section, (key, value) in REPEAT_KEYS.items():
-        table: dict = {}
-        for run in runs:
-            for r in run.get(section, []):
-                table.setdefault((r[key], run['malloc']), []).append(r)
-        if not table:
-            continue
-        n = max(len(v) for v in table.values())
-        lines += [f'| {section} | malloc | {value} (median of {n} runs) | min - max | '
-                  'GFLOP/s (of GEMM) |', '|---|---|---:|---:|---:|']
-        for (name, malloc), rows in table.items():
-            vals = sorted(r[value] for r in rows)
-            flops = '-'
-            if 'gflop_per_s' in rows[0]:
-                gemm = [r['of_gemm'] for r in rows if 'of_gemm' in r] or [
-                    run['gemm_gflops'] for run in runs]
-                flops = of_peak(statistics.median(r['gflop_per_s'] for r in rows),
-                                statistics.median(gemm))
-            lines.append(f'| {name} | {malloc} | {num(statistics.median(vals))} | '
-                         f'{num(vals[0])} - {num(vals[-1])} | {flops} |')
-        lines.append('')
-    return lines
-
-
-def md_data(rows: list) -> list[str]:
-    out = ['| train pipeline | ms / sample | views | input KiB / sample |', '|---|---:|---:|---:|']
-    return out + [f"| {r['config']} | {r['ms_per_sample']} | {r['views']} | {r['input_kib']} |"
-                  for r in rows]
-
-
-def md_dense(rows: list) -> list[str]:
-    out = ['| training step | batch | params M | s/step | img/s |', '|---|---:|---:|---:|---:|']
-    return out + [f"| {r['config']} | {r['batch']} | {r['params_m']} | {r['s_per_step']} | "
-                  f"{r['img_per_s']} |" for r in rows]
-
-
-def md_memory(res: dict) -> list[str]:
-    gib, mib = 2**30, 2**20
-    if not res['estimated']:
-        head = [f"Peak tensor memory of one training step, measured on {res['device']} "
-                f"(torch.cuda.max_memory_allocated). amp: {res['amp']}.", '']
-    else:
-        m = res['model']
-        batches = list(m['measured'])
-        head = [f"Peak tensor memory of one training step, **estimated**: measured on "
-                f"{res['device']} at batch {', '.join(map(str, batches))} and extrapolated "
-                f"linearly per phase (amp: {res['amp']}):", '',
-                '| phase | ' + ' | '.join(f'batch {b} (measured)' for b in batches) +
-                ' | fixed + per image |', '|---|' + '---:|' * (len(batches) + 1)]
-        for p in m['fixed']:
-            head.append(f'| {p} | ' + ' | '.join(f"{m['measured'][b][p] / gib:.2f} GiB"
-                                                 for b in batches) +
-                        f" | {m['fixed'][p] / gib:.2f} GiB + {m['per_image'][p] / mib:.1f} MiB |")
-        head += ['', f"Largest residual of the fits: {m['max_residual'] / mib:.1f} MiB."]
-        if m['max_residual'] > 0.01 * max(m['measured'][batches[-1]].values()):
-            head.append('WARNING: the peaks are not linear over these batches (at small '
-                        'batches the backward peak is set by the gradients, not the '
-                        'activations): measure at larger batches.')
-        head.append('')
-    tag = ' (estimated)' if res['estimated'] else ''
-    rows = [f"| {b} | {v / gib:.1f} GiB{tag} |" + (f" {res['phase'][b]} |" if tag else '')
-            for b, v in res['peak'].items()]
-    return head + ['| batch per GPU | peak memory |' + (' peak in |' if tag else ''),
-                   '|---:|---:|' + ('---|' if tag else '')] + rows
 
 
 def environment(device: str) -> dict:
@@ -286,6 +245,7 @@ def parse_options(pairs: list[str]) -> dict:
 
 
 def run_memory(args) -> tuple[dict, list[str]]:
+    from peco_mm.tooling.bench_report import md_memory
     from peco_mm.tooling import benchmark as bm
     if not Path(args.config).is_file():
         raise SystemExit(f'benchmark.py memory: config {args.config!r} not found')
@@ -303,6 +263,8 @@ def run_memory(args) -> tuple[dict, list[str]]:
 
 def run_timing(args) -> tuple[dict, list[str]]:
     """tokenizer / pretrain / dense / all; --smoke: tiny sizes, one or two steps."""
+    from peco_mm.tooling.bench_report import (md_dense, md_pretrain, md_tokenizer,
+                                              with_precision)
     from peco_mm.tooling import benchmark as bm
     res, lines = {}, []
     cmd, smoke = args.command, args.smoke
@@ -336,9 +298,10 @@ def run_timing(args) -> tuple[dict, list[str]]:
         res['pretrain'] = []
         for prec in precisions or [None]:
             amp = amp if prec is None else {'fp32': 'none', 'bf16': 'bf16'}[prec]
-            rows = bm.bench_pretrain(args.models, batch, steps, warmup, args.device, amp, smoke,
-                                     args.target_bf16, not args.target_contiguous,
-                                     args.compile_target)
+            rows = bm.bench_pretrain(
+                args.models, batch, steps, warmup, args.device, amp, smoke, args.target_bf16,
+                SETTING[args.target_layout], SETTING[args.target_compile], args.target_chunk,
+                args.sdpa, args.fused_adamw, args.compile_step)
             res['pretrain'] += [with_precision(r, 'model', prec, gemm) for r in rows]
         lines += [f'{"smoke sizes" if smoke else "ViT-B/16 at 224 px"}, batch {batch}, amp '
                   f"{amp if not precisions else ' / '.join(precisions)}, median of {steps} "
@@ -346,9 +309,7 @@ def run_timing(args) -> tuple[dict, list[str]]:
         lines += md_pretrain(res['pretrain'], res['gemm_gflops']) + ['']
     if cmd == 'data':
         configs = [c if Path(c).exists() else str(ROOT / c) for c in args.configs or DATA]
-        res['data'] = bm.bench_pipelines(configs, 20 if smoke else args.steps, args.warmup,
-                                         parse_options(args.cfg_options))
-        lines += md_data(res['data']) + ['']
+        lines += run_data(args, configs, res)
     if cmd in ('dense', 'all'):
         configs = args.configs or (DENSE_SMOKE if smoke else DENSE)
         configs = [c if Path(c).exists() else str(ROOT / c) for c in configs]
@@ -356,6 +317,37 @@ def run_timing(args) -> tuple[dict, list[str]]:
         res['dense'] = bm.bench_config_steps(configs, batch, steps, warmup, args.device)
         lines += md_dense(res['dense']) + ['']
     return res, lines
+
+
+def run_data(args, configs: list[str], res: dict) -> list[str]:
+    """The pipelines on random photos (views, bytes), then step by step on JPEGs."""
+    from peco_mm.tooling.bench_report import md_data, md_data_steps
+    from peco_mm.tooling import benchmark as bm
+    from peco_mm.tooling import data_bench as db
+    samples, batch = (20, 8) if args.smoke else (args.steps, args.batch)
+    options = parse_options(args.cfg_options)
+    res['data'] = bm.bench_pipelines(configs, samples, args.warmup, options)
+    with tempfile.TemporaryDirectory() as tmp:
+        res['data_steps'] = db.bench_transforms(configs, 8 if args.smoke else samples,
+                                                args.warmup, batch, tmp, options)
+    cores = args.cores_per_gpu or db.cores_per_gpu()
+    res.update(cores_per_gpu=cores, default_workers=db.default_workers(cores))
+    return md_data(res['data']) + [''] + md_data_steps(
+        res['data_steps'], args.step_s, cores, res['default_workers']) + ['']
+
+
+def run_chain(args) -> tuple[dict, list[str]]:
+    """The chain in --work-dir (or a temporary folder): rows and the Markdown table."""
+    from peco_mm.tooling.chain import md_chain
+    from peco_mm.tooling.chain import run_chain as chain
+    iters, skip = (2, 0) if args.smoke else (args.iters, args.skip)
+    log = lambda msg: print(f'# {msg}', flush=True)  # noqa: E731
+    if args.work_dir:
+        rows = chain(args.work_dir, iters, skip, args.gpus, args.smoke, log)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            rows = chain(tmp, iters, skip, args.gpus, args.smoke, log)
+    return dict(chain=rows), md_chain(rows, args.smoke)
 
 
 def run_gpu_check(args, argv: list[str]) -> dict:
@@ -377,15 +369,6 @@ def run_gpu_check(args, argv: list[str]) -> dict:
     return res
 
 
-def with_precision(row: dict, key: str, precision: str | None, gemm: dict) -> dict:
-    """A row of a --precision run: its precision, its name tagged with it, and the GEMM rate of
-    the same precision to compare with (`of_gemm`)."""
-    if precision is None:
-        return row
-    return dict(row, **{key: f'{row[key]} [{precision}]'}, precision=precision,
-                of_gemm=gemm[precision])
-
-
 def without_flags(argv: list[str], arity: dict[str, int]) -> list[str]:
     """argv minus each flag of `arity` (`--flag=value` too) and the values it took."""
     out, skip = [], 0
@@ -402,6 +385,7 @@ def without_flags(argv: list[str], arity: dict[str, int]) -> list[str]:
 def run_repeats(args, argv: list[str]) -> dict:
     """Each (repeat, allocator) in a fresh process, allocators interleaved; the median and
     range over the repeats."""
+    from peco_mm.tooling.bench_report import md_repeats
     child = without_flags(argv, {'--malloc': len(args.malloc), '--repeats': 1, '--out': 1})
     runs = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -425,13 +409,12 @@ def run_repeats(args, argv: list[str]) -> dict:
 def main(argv=None) -> dict:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
-    timing = args.command not in ('memory', 'gpu-check')
+    timing = args.command not in ('memory', 'gpu-check', 'chain')
     if timing and (args.repeats > 1 or len(args.malloc) > 1):
         res = run_repeats(args, argv)
         if args.out:
             Path(args.out).write_text(json.dumps(res, indent=1, default=str))
         return res
-    sys.path.insert(0, str(ROOT))
     import torch
 
     import peco_mm  # noqa: F401  (registers peco_mm types)
@@ -444,7 +427,7 @@ def main(argv=None) -> dict:
     apply_cpu_malloc(malloc, cuda)
     if args.command == 'gpu-check':
         return run_gpu_check(args, argv)
-    res, lines = (run_memory if args.command == 'memory' else run_timing)(args)
+    res, lines = dict(memory=run_memory, chain=run_chain).get(args.command, run_timing)(args)
     res.update(environment(args.device), malloc=malloc, command=['tools/benchmark.py', *argv])
     print(f"`python tools/benchmark.py {' '.join(argv)}`: {res['device']}, {res['threads']} "
           f"threads, torch {res['torch']}, malloc {malloc}\n")

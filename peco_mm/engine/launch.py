@@ -45,6 +45,7 @@ from ..utils.malloc import apply_cpu_malloc
 from ..utils.process_tree import tie_forked_children
 from . import console, preflight
 from .preflight import LAYOUTS, PreflightError, dataset_layout  # noqa: F401 (public names)
+from .workers import resolve_workers
 
 # --vis-backend NAME -> (mmengine vis backend type, the package it needs)
 VIS_BACKENDS = {
@@ -98,6 +99,7 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
     cfg = load_config(config, options)
     config_path = config if isinstance(config, str) else (cfg.filename or '')
     cfg = apply_cli(cfg, work_dir, config_path, resume, amp, launcher)
+    resolve_workers(cfg)  # num_workers='auto': the cores per GPU but one
     if mode == 'train':
         apply_train_flags(cfg, no_validate=no_validate, auto_scale_lr=auto_scale_lr)
     else:

@@ -31,7 +31,7 @@ class CodewordPoolBackbone(nn.Module):
     a multiple of its downsampling factor in size.
     """
 
-    def __init__(self, checkpoint: str | None = None, channels_last: bool = True,
+    def __init__(self, checkpoint: str | None = None, channels_last: bool | str = 'auto',
                  tokenizer: dict | None = None) -> None:
         super().__init__()
         if tokenizer is not None:

@@ -4,6 +4,7 @@ precision setting."""
 from __future__ import annotations
 
 import inspect
+import logging
 
 import torch
 import torch.nn as nn
@@ -57,14 +58,21 @@ def _codeword_width(quantizer: dict) -> int:
                              inspect.signature(cls).parameters['embed_dims'].default))
 
 
-ENCODE_PRECISIONS = (False, True, 'auto')
+SETTINGS = (False, True, 'auto')  # of encode_bf16, channels_last and compile_encoder
+ENCODE_PRECISIONS = SETTINGS
+
+
+def check_setting(name: str, value) -> bool | str:
+    """A False / True / 'auto' setting (`encode_bf16`, `channels_last`, `compile_encoder`)
+    itself, or a ValueError naming it and the allowed values."""
+    if not (isinstance(value, bool) or value == 'auto'):
+        raise ValueError(f'{name}={value!r}; expected one of {SETTINGS}')
+    return value
 
 
 def check_encode_bf16(encode_bf16) -> bool | str:
     """`encode_bf16` itself, or a ValueError naming the allowed settings."""
-    if not (isinstance(encode_bf16, bool) or encode_bf16 == 'auto'):
-        raise ValueError(f'encode_bf16={encode_bf16!r}; expected one of {ENCODE_PRECISIONS}')
-    return encode_bf16
+    return check_setting('encode_bf16', encode_bf16)
 
 
 def bf16_targets(encode_bf16: bool | str, device: torch.device) -> bool:
@@ -74,13 +82,32 @@ def bf16_targets(encode_bf16: bool | str, device: torch.device) -> bool:
     return native_bf16(device) if encode_bf16 == 'auto' else bool(encode_bf16)
 
 
+def encode_memory_format(channels_last: bool | str, device: torch.device | str
+                         ) -> torch.memory_format:
+    """The memory format `encode` runs the encoder in on `device`: channels-last for True,
+    contiguous for False; 'auto' picks by device: channels-last on a CPU (oneDNN's faster
+    layout for these convolutions), contiguous on CUDA (cuDNN's faster one, docs/benchmarks.md)."""
+    if channels_last == 'auto':
+        channels_last = torch.device(device).type == 'cpu'
+    return torch.channels_last if channels_last else torch.contiguous_format
+
+
+def compiles_encoder(compile_encoder: bool | str, device: torch.device | str) -> bool:
+    """Whether `encode` runs the encoder through torch.compile on `device`: 'auto' on CUDA only
+    (on a CPU compiling costs more than it saves at a target's batch)."""
+    if compile_encoder == 'auto':
+        return torch.device(device).type == 'cuda'
+    return bool(compile_encoder)
+
+
 class TokenizerEncoding:
     """`encode` / `decode` over `self.encoder`, `self.quantizer` and `self.decoder` (or None),
     shared by `PeCoTokenizer` and `FrozenPeCoTokenizer`."""
     encoder: nn.Module
     decoder: nn.Module | None
     quantizer: EMAVectorQuantizer
-    channels_last: bool
+    channels_last: bool | str
+    compile_encoder: bool | str = False
     encode_bf16: bool | str
 
     @property
@@ -97,20 +124,60 @@ class TokenizerEncoding:
 
     def encode(self, img: torch.Tensor, bf16: bool | None = None) -> torch.Tensor:
         """(B, 3, H, W) images in [-1, 1] -> (B, H/s, W/s) long codes, s = self.downsample.
-        Runs under inference mode, channels-last when set. The encoder runs in bf16 autocast
-        when `bf16` is True (on the images' device, CPU included), in fp32 when False, and by
-        default as `encode_bf16` says (`bf16_targets`); the nearest-codeword search is fp32
-        always. The codes returned are ordinary tensors, usable as cross-entropy targets."""
+        Runs under inference mode, in the memory format `channels_last` gives for the
+        images' device (`encode_memory_format`), through torch.compile where
+        `compile_encoder` says (`compiles_encoder`; eager after a failed compile). The
+        encoder runs in bf16 autocast when `bf16` is True (on the images' device, CPU
+        included), in fp32 when False, and by default as `encode_bf16` says
+        (`bf16_targets`); the nearest-codeword search is fp32 always. The codes returned are
+        ordinary tensors, usable as cross-entropy targets."""
         self._check_size(img)
         img = to_three_channels(img)
         use_bf16 = bf16_targets(self.encode_bf16, img.device) if bf16 is None else bool(bf16)
+        layout = self.encoder_layout(img.device)
         with torch.inference_mode():
-            if self.channels_last:
-                img = img.contiguous(memory_format=torch.channels_last)
+            img = img.contiguous(memory_format=layout)
             with torch.autocast(img.device.type, dtype=torch.bfloat16, enabled=use_bf16):
-                z = self.encoder(img)  # (B, D, h, w)
+                z = self.run_encoder(img)  # (B, D, h, w)
             codes = self.quantizer.encode(z)  # (B, h, w)
         return codes.clone()  # leave inference mode: targets may be saved for backward
+
+    def encoder_layout(self, device: torch.device) -> torch.memory_format:
+        """The memory format for `device`; the encoder's weights are put in it the first time
+        it differs from the one they are in (e.g. an 'auto' tokenizer built on the CPU and
+        moved to CUDA), once, not at every call."""
+        layout = encode_memory_format(self.channels_last, device)
+        if self.__dict__.get('_encoder_layout') != layout:
+            self.encoder.to(memory_format=layout)
+            self.__dict__['_encoder_layout'] = layout
+        return layout
+
+    def run_encoder(self, img: torch.Tensor) -> torch.Tensor:
+        """The encoder on `img`, compiled where `compiles_encoder` says. A compile that fails
+        (no compiler, an unsupported op) logs one line and leaves the encoder eager for good:
+        the codes are the same either way."""
+        if self.__dict__.get('_compile_failed') or \
+                not compiles_encoder(self.compile_encoder, img.device):
+            return self.encoder(img)
+        compiled = self.__dict__.get('_compiled_encoder')
+        if compiled is None:  # kept out of the module tree: no state-dict keys of its own
+            compiled = self.__dict__['_compiled_encoder'] = torch.compile(self.encoder)
+        try:
+            return compiled(img)
+        except Exception as err:  # any compile failure: fall back, do not fail training
+            from mmengine.logging import print_log
+            self.__dict__['_compile_failed'] = True
+            reason = (str(err).strip().splitlines() or [''])[0][:200]
+            print_log(f'{type(self).__name__}: torch.compile of the target encoder failed '
+                      f'({type(err).__name__}: {reason}); encoding in eager mode',
+                      logger='current', level=logging.WARNING)
+            return self.encoder(img)
+
+    def __getstate__(self) -> dict:
+        """Copies and pickles leave the compiled encoder behind (it is rebuilt on use)."""
+        state = super().__getstate__()  # type: ignore[misc]  (nn.Module's)
+        state.pop('_compiled_encoder', None)
+        return state
 
     def decode(self, codes: torch.Tensor) -> torch.Tensor:
         """(B, h, w) codes -> (B, 3, h·s, w·s) images in [-1, 1]."""

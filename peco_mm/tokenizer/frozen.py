@@ -12,7 +12,8 @@ import torch.nn as nn
 from ..checkpoint import (check_registered_names, is_url, parse_config_text,
                           tokenizer_state_dict)
 from ..registry import MODELS
-from .encoding import ARCH_PARTS, TokenizerEncoding, arch_parts, build_codec, check_encode_bf16
+from .encoding import (ARCH_PARTS, TokenizerEncoding, arch_parts, build_codec, check_encode_bf16,
+                       check_setting)
 from .legacy import FLAT_ARCH_KEYS, check_flat_keys, parts_from_flat
 from .tokenizer import load_tokenizer_state, read_tokenizer_checkpoint
 
@@ -34,7 +35,9 @@ class FrozenPeCoTokenizer(TokenizerEncoding, nn.Module):
         checkpoint: a tokenizer checkpoint written by tools/train.py, or a PeCo pretraining
             checkpoint (its `target_generator.*` weights).
         with_decoder: also load the decoder (for visualising codes).
-        channels_last, encode_bf16: as `PeCoTokenizer`'s `encode`.
+        channels_last, compile_encoder, encode_bf16: as `PeCoTokenizer`'s `encode`; here
+            the first two default to 'auto' (channels-last on a CPU, contiguous and compiled
+            on CUDA).
         config_key: the config key that gives `checkpoint`, named when the file is missing
             (the MIM target generator's by default; wrappers pass their own).
         encoder, decoder, quantizer: part configs that replace the checkpoint's (a dict
@@ -45,11 +48,14 @@ class FrozenPeCoTokenizer(TokenizerEncoding, nn.Module):
     """
 
     def __init__(self, checkpoint: str | None = None, with_decoder: bool = False,
-                 channels_last: bool = True, encode_bf16: bool | str = False,
+                 channels_last: bool | str = 'auto', compile_encoder: bool | str = 'auto',
+                 encode_bf16: bool | str = False,
                  config_key: str = TARGET_GENERATOR_KEY, encoder: dict | None = None,
                  decoder: dict | None = None, quantizer: dict | None = None,
                  **flat_arch) -> None:
         super().__init__()
+        self.channels_last = check_setting('channels_last', channels_last)
+        self.compile_encoder = check_setting('compile_encoder', compile_encoder)
         check_flat_keys(flat_arch, 'FrozenPeCoTokenizer', FLAT_ARCH_KEYS, ARCH_PARTS)
         if not checkpoint or not (is_url(checkpoint) or osp.isfile(str(checkpoint))):
             raise FileNotFoundError(
@@ -60,7 +66,6 @@ class FrozenPeCoTokenizer(TokenizerEncoding, nn.Module):
         overrides = dict(encoder=encoder, decoder=decoder, quantizer=quantizer)
         self.arch_parts = checkpoint_parts(ckpt, checkpoint, overrides, flat_arch)
         self.checkpoint = str(checkpoint)
-        self.channels_last = channels_last
         self.encode_bf16 = check_encode_bf16(encode_bf16)
         # the codebook is read from the file: no data init, no restarts
         frozen_quantizer = dict(self.arch_parts['quantizer'], init='random',
@@ -68,8 +73,7 @@ class FrozenPeCoTokenizer(TokenizerEncoding, nn.Module):
         self.encoder, self.decoder, self.quantizer = build_codec(
             {**self.arch_parts, 'quantizer': frozen_quantizer}, with_decoder)
         load_tokenizer_state(self, self.checkpoint, ckpt)
-        if channels_last:
-            self.encoder.to(memory_format=torch.channels_last)
+        self.encoder_layout(next(self.encoder.parameters()).device)  # where built
         self.requires_grad_(False)
         super().train(False)
 

@@ -32,7 +32,8 @@ from ..registry import MODELS
 from ..utils.image import to_uint8
 from .codeword_loss import CODEWORD_LOSSES, build_codeword_loss
 from .discriminator import discriminator_loss, generator_loss
-from .encoding import TokenizerEncoding, arch_parts, build_codec, check_encode_bf16
+from .encoding import (TokenizerEncoding, arch_parts, build_codec, check_encode_bf16,
+                       check_setting)
 from .legacy import translate_flat_args
 
 PIXEL_LOSSES = ('l1', 'l2')
@@ -83,7 +84,13 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
         with_decoder: False builds encoder + quantizer only.
         frozen: eval mode and no gradients, always. (A pretraining target generator is a
             `FrozenPeCoTokenizer`.)
-        channels_last: run `encode` in channels-last memory format.
+        channels_last: `encode`'s memory format: True channels-last, False contiguous,
+            'auto' by device (channels-last on a CPU, contiguous on CUDA); the encoder's
+            weights follow the first time they differ (`encode_memory_format`).
+        compile_encoder: run `encode`'s encoder through torch.compile: True, False (the
+            default here), 'auto' on CUDA only; a failed compile logs one line and encodes
+            eagerly (`compiles_encoder`). A pretraining target (`FrozenPeCoTokenizer`)
+            defaults both to 'auto'.
         encode_bf16: `encode`'s encoder precision: False fp32 (the default), True bf16
             autocast on any device, 'auto' bf16 where the device computes it natively (a
             CUDA card with bf16, a CPU with AVX512-BF16 or AMX). docs/benchmarks.md gives the
@@ -116,7 +123,8 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
                  codeword_loss_cfg: dict | None = None,
                  with_decoder: bool = True,
                  frozen: bool = False,
-                 channels_last: bool = True,
+                 channels_last: bool | str = True,
+                 compile_encoder: bool | str = False,
                  encode_bf16: bool | str = False,
                  data_preprocessor: dict | None = None,
                  init_cfg: dict | None = None,
@@ -136,7 +144,8 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
         self.adversarial_start_iter = int(adversarial_start_iter)
         self.codeword_loss_weight = float(codeword_loss_weight)
         self.frozen = frozen
-        self.channels_last = channels_last
+        self.channels_last = check_setting('channels_last', channels_last)
+        self.compile_encoder = check_setting('compile_encoder', compile_encoder)
         self.encode_bf16 = check_encode_bf16(encode_bf16)
         self._iter = 0  # fallback iteration counter when no runner is around
         self._grad_norms: dict[str, torch.Tensor] = {}  # filled by hooks during backward
@@ -150,8 +159,7 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
         self.codeword_loss = (build_codeword_loss(codeword_loss, self.encoder, self.embed_dims,
                                                   **(codeword_loss_cfg or {}))
                               if trains and codeword_loss is not None else None)
-        if self.channels_last:
-            self.encoder.to(memory_format=torch.channels_last)
+        self.encoder_layout(next(self.encoder.parameters()).device)  # where built
         if frozen:
             self.freeze()
 

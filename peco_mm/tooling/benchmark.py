@@ -11,6 +11,7 @@ data preprocessor, the loss and the optimizer update (layer decay included) are 
 """
 from __future__ import annotations
 
+import contextlib
 import statistics
 from functools import partial
 from typing import Callable, Sequence
@@ -175,45 +176,90 @@ def pretrain_inputs(name: str, s: dict, batch: int, device: str):
 
 def bench_pretrain(models: Sequence[str], batch: int, steps: int, warmup: int, device: str,
                    amp: str = 'none', smoke: bool = False, target_bf16: bool = False,
-                   target_channels_last: bool = True, compile_target: bool = False
-                   ) -> list[dict]:
-    """One step = forward, backward and AdamW update; median ms over `steps`. For PeCo's frozen
-    target encoder (BEiT's DALL-E encoder follows the step's autocast anyway):
-    `target_bf16`: bf16 autocast (`encode(img, bf16=True)`) instead of its default (fp32 on a
-    CPU); `target_channels_last`: its memory format (the tokenizer's default: channels-last);
-    `compile_target`: the encoder through `torch.compile` (compiled in the warm-up steps)."""
+                   target_layout: bool | str = 'auto', target_compile: bool | str = 'auto',
+                   target_chunk: int = 0, sdpa: str = 'default', fused_adamw: bool = False,
+                   compile_step: bool = False) -> list[dict]:
+    """One step = forward, backward and AdamW update; median ms over `steps`. The levers, each
+    off (or as shipped) by default and tagged on the row when set (`levers`):
+    PeCo's frozen target encoder (BEiT's DALL-E encoder follows the step's autocast anyway):
+    `target_bf16` bf16 autocast instead of its default (fp32 on a CPU); `target_layout` its
+    `channels_last` (True, False, 'auto': the frozen target's default by device);
+    `target_compile` its `compile_encoder` (compiled in the warm-up steps: give warmup >= 2);
+    `target_chunk` encode N images at a time (0: the whole batch). The step: `sdpa` the
+    attention kernel (`sdpa_kernel`); `fused_adamw` AdamW's fused kernel (else foreach);
+    `compile_step` the model's forward and loss through torch.compile, as mmengine's
+    `compile=True` does for train_step."""
+    if sdpa not in SDPA_BACKENDS:
+        raise ValueError(f'sdpa={sdpa!r}; expected one of {SDPA_BACKENDS}')
+    if target_chunk < 0:
+        raise ValueError(f'target_chunk={target_chunk}; expected 0 (whole batch) or more')
     s = pretrain_sizes(smoke)
-    return [time_pretrain_step(name, s, batch, steps, warmup, device, amp, target_bf16,
-                               target_channels_last, compile_target)
+    levers = dict(target_bf16=target_bf16, target_layout=target_layout,
+                  target_compile=target_compile, target_chunk=target_chunk, sdpa=sdpa,
+                  fused_adamw=fused_adamw, compile_step=compile_step)
+    return [time_pretrain_step(name, s, batch, steps, warmup, device, amp, **levers)
             for name in models]
 
 
+SDPA_BACKENDS = ('default', 'flash', 'efficient', 'cudnn', 'math')
+
+
+def sdpa_context(backend: str):
+    """The attention kernels F.scaled_dot_product_attention may use: all (default) or one."""
+    if backend == 'default':
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    return sdpa_kernel({'flash': SDPBackend.FLASH_ATTENTION,
+                        'efficient': SDPBackend.EFFICIENT_ATTENTION,
+                        'cudnn': SDPBackend.CUDNN_ATTENTION, 'math': SDPBackend.MATH}[backend])
+
+
+def chunked(encode: Callable, chunk: int) -> Callable:
+    """`encode` on at most `chunk` images at a time, the codes concatenated (0: unchanged)."""
+    if not chunk:
+        return encode
+    return lambda img, **kw: torch.cat([encode(part, **kw) for part in img.split(chunk)])
+
+
+def set_target_levers(target, target_bf16: bool, target_layout: bool | str,
+                      target_compile: bool | str, target_chunk: int) -> str:
+    """PeCo's frozen target with the levers set; the row's tags for the ones not as shipped."""
+    from ..tokenizer.encoding import check_setting
+    target.channels_last = check_setting('channels_last', target_layout)
+    target.compile_encoder = check_setting('compile_encoder', target_compile)
+    target.encode = chunked(partial(target.encode, bf16=target_bf16), target_chunk)
+    layout = {True: 'channels-last', False: 'contiguous'}.get(target_layout)
+    compiled = {True: 'compiled', False: 'eager'}.get(target_compile)
+    return ''.join(f' ({t} target)' for t in (
+        'bf16' if target_bf16 else None, layout, compiled,
+        f'chunk {target_chunk}' if target_chunk else None) if t)
+
+
 def time_pretrain_step(name: str, s: dict, batch: int, steps: int, warmup: int, device: str,
-                       amp: str, target_bf16: bool = False, target_channels_last: bool = True,
-                       compile_target: bool = False) -> dict:
+                       amp: str, target_bf16: bool = False, target_layout: bool | str = 'auto',
+                       target_compile: bool | str = 'auto', target_chunk: int = 0,
+                       sdpa: str = 'default', fused_adamw: bool = False,
+                       compile_step: bool = False) -> dict:
     torch.manual_seed(0)
-    # the tokenizer is built in the memory format asked for (its `channels_last` argument)
-    s = dict(s, tokenizer=dict(s['tokenizer'], channels_last=target_channels_last))
     model = build_pretrain_model(name, s).to(device).train()
     target = getattr(model, 'target_generator', None)
-    peco_target = name in ('peco', 'peco_mae')  # PeCo's tokenizer as target: fp32 unless asked
     tags = ''
-    if peco_target:
-        target.encode = partial(target.encode, bf16=target_bf16)
-        if compile_target:
-            target.encoder = torch.compile(target.encoder)
-        tags = ''.join(f' ({t} target)' for t, on in (
-            ('bf16', target_bf16), ('contiguous', not target_channels_last),
-            ('compiled', compile_target)) if on)
+    if name in ('peco', 'peco_mae'):  # PeCo's tokenizer as target: fp32 unless asked
+        tags = set_target_levers(target, target_bf16, target_layout, target_compile,
+                                 target_chunk)
+    tags += ''.join(f' ({t})' for t, on in ((f'sdpa {sdpa}', sdpa != 'default'),
+                                            ('fused AdamW', fused_adamw),
+                                            ('compiled step', compile_step)) if on)
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=1e-4)
+    opt = torch.optim.AdamW(params, lr=1e-4, **({'fused': True} if fused_adamw else {}))
+    loss_fn = torch.compile(model.loss) if compile_step else model.loss
     inputs, samples = pretrain_inputs(name, s, batch, device)
     scaler = torch.amp.GradScaler('cuda') if amp == 'fp16' else None
 
-    def step(inputs=inputs, samples=samples):
+    def step(inputs=inputs, samples=samples, loss_fn=loss_fn):
         opt.zero_grad(set_to_none=True)
-        with autocast(device, amp):
-            losses = model.loss(inputs, samples)
+        with autocast(device, amp), sdpa_context(sdpa):
+            losses = loss_fn(inputs, samples)
             loss = sum(v for k, v in losses.items() if 'loss' in k)
         if scaler is None:
             loss.backward()
@@ -222,12 +268,14 @@ def time_pretrain_step(name: str, s: dict, batch: int, steps: int, warmup: int, 
             scaler.scale(loss).backward()
             scaler.step(opt)
             scaler.update()
+        return loss
 
     if device.startswith('cuda'):
         torch.cuda.reset_peak_memory_stats()
     ms = statistics.median(time_steps(step, steps, warmup, device)) * 1000
     # counted on one image and scaled: a step's FLOPs are linear in the batch (tested)
-    gflops = count_gflops(lambda: step(*pretrain_inputs(name, s, 1, device))) * batch
+    gflops = count_gflops(lambda: step(*pretrain_inputs(name, s, 1, device),
+                                       loss_fn=model.loss)) * batch
     row = dict(model=name + tags,
                ms_per_step=round(ms, 2),
                img_per_s=round(batch / ms * 1000, 2),

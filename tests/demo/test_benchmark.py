@@ -1,6 +1,7 @@
 """tools/benchmark.py: the sub-commands time every model and config they name, and the memory
 planner counts tensor bytes exactly, fits a line and says that its CPU figures are estimated."""
 import json
+import math
 
 import pytest
 import torch
@@ -199,6 +200,41 @@ def test_data_times_each_pipeline_and_counts_the_views_it_sends():
     assert (peco['views'], peco['input_kib']) == (1, 224 * 224 * 3 / 1024)
     assert (beit['views'], beit['input_kib']) == (2, (224**2 + 112**2) * 3 / 1024)
     assert peco['ms_per_sample'] > 0 and beit['ms_per_sample'] > 0
+    # step by step from the JPEG on: each shipped step named, collate, and their total
+    steps = [r for r in res['data_steps'] if r['config'] == 'pretrain_vitb_in1k_300e.py']
+    assert [r['step'] for r in steps] == [
+        'decode (LoadImageFromFile)', 'colour jitter', 'flip', 'RandomResizedCrop (bicubic)',
+        'mask generation (block-wise)', 'pack', 'collate', 'total']
+    assert all(r['ms_per_sample'] > 0 for r in steps) and steps[0]['jpeg_kib'] > 50
+    assert steps[-1]['ms_per_sample'] == pytest.approx(
+        sum(r['ms_per_sample'] for r in steps[:-1]), abs=0.01)
+    assert res['default_workers'] == res['cores_per_gpu'] - 1 or res['default_workers'] == 1
+
+
+def test_workers_per_gpu_follow_the_cores_and_the_cost_per_sample(tmp_path, monkeypatch):
+    from PIL import Image
+
+    from peco_mm.tooling import data_bench as db
+    assert [db.default_workers(c) for c in (1, 2, 16, 32)] == [1, 1, 15, 31]
+    # 256 samples of 22 ms in a 0.39 s step: 256 x 0.022 / 0.39 = 14.4 -> 15 workers
+    assert db.workers_needed(22.0, 256, 0.39) == 15
+    assert db.workers_needed(0.1, 8, 1.0) == 1
+    # num_workers='auto' (the shipped pretraining loaders): the cores of a rank's share but one
+    from mmengine.config import Config
+
+    from peco_mm.engine import workers
+    monkeypatch.setattr(workers.os, 'sched_getaffinity', lambda pid: set(range(32)),
+                        raising=False)
+    monkeypatch.setenv('LOCAL_WORLD_SIZE', '2')
+    assert workers.cores_per_gpu() == 16
+    cfg = Config.fromfile(str(ROOT / 'configs/peco/pretrain_vitb_in1k_800e.py'))
+    assert cfg.train_dataloader.num_workers == 'auto'
+    cfg.val_dataloader = dict(num_workers=3)
+    workers.resolve_workers(cfg)
+    assert (cfg.train_dataloader.num_workers, cfg.val_dataloader.num_workers) == (15, 3)
+    files = db.write_jpegs(tmp_path, 2)
+    assert [Image.open(f).size for f in files] == [(500, 375)] * 2
+    assert all(f.read_bytes()[:2] == b'\xff\xd8' for f in files)  # JPEG
 
 
 def test_repeats_pass_every_other_argument_to_the_child_runs():
@@ -286,7 +322,7 @@ def test_card_peaks_match_device_names(name, card):
 
 
 def test_precision_rows_are_tagged_and_compared_with_their_own_gemm_rate():
-    bench = load_tool('benchmark')
+    from peco_mm.tooling import bench_report as bench
     gemm = dict(fp32=100.0, bf16=400.0)
     row = dict(model='peco', gflop_per_s=200.0)
     assert bench.with_precision(row, 'model', None, gemm) is row  # no --precision: as before
@@ -295,7 +331,7 @@ def test_precision_rows_are_tagged_and_compared_with_their_own_gemm_rate():
     rows = [dict(bf16, img_size=224, gflops=1.0, img_per_s=2.0)]
     assert rows[0]['model'] in bench.md_tokenizer(rows, peak=100.0)[2]
     assert '200 (50%)' in bench.md_tokenizer(rows, peak=100.0)[2]  # of 400, not of 100
-    args = bench.parse_args(['pretrain', '--precision', 'fp32', 'bf16'])
+    args = load_tool('benchmark').parse_args(['pretrain', '--precision', 'fp32', 'bf16'])
     assert args.precision == ['fp32', 'bf16']
 
 
@@ -325,9 +361,10 @@ def test_target_bf16_runs_the_frozen_encoder_in_bf16(monkeypatch):
 
 
 def test_target_layout_and_compile_options_reach_the_frozen_encoder(monkeypatch):
-    """`--target-contiguous` runs PeCo's target encoder on contiguous weights and inputs (the
-    tokenizer's default is channels-last), `--compile-target` hands the encoder to
-    torch.compile; both tag the row, and neither touches a model without a PeCo target."""
+    """`--target-layout contiguous` runs PeCo's target encoder on contiguous weights and
+    inputs, `--target-compile on` hands the encoder to torch.compile; both tag the row, and
+    neither touches a model without a PeCo target. The default is the frozen target's 'auto':
+    channels-last and eager on the CPU."""
     from peco_mm.tooling import benchmark as bm
     layouts, compiled = [], []
     build = bm.build_pretrain_model
@@ -348,7 +385,7 @@ def test_target_layout_and_compile_options_reach_the_frozen_encoder(monkeypatch)
     monkeypatch.setattr(bm, 'build_pretrain_model', recording_build)
     monkeypatch.setattr(torch, 'compile', fake_compile)
     rows = bm.bench_pretrain(['peco', 'mae'], 2, 1, 0, 'cpu', 'none', smoke=True,
-                             target_channels_last=False, compile_target=True)
+                             target_layout=False, target_compile=True)
     assert [r['model'] for r in rows] == ['peco (contiguous target) (compiled target)', 'mae']
     assert layouts and set(layouts) == {(True, True)}
     assert len(compiled) == 1 and isinstance(compiled[0], torch.nn.Module)
@@ -356,9 +393,51 @@ def test_target_layout_and_compile_options_reach_the_frozen_encoder(monkeypatch)
     rows = bm.bench_pretrain(['peco'], 2, 1, 0, 'cpu', 'none', smoke=True)  # the default
     assert rows[0]['model'] == 'peco' and len(compiled) == 1
     assert layouts and set(layouts) == {(False, False)}  # channels-last: not contiguous
-    args = load_tool('benchmark').parse_args(['pretrain', '--target-contiguous',
-                                              '--compile-target'])
-    assert args.target_contiguous and args.compile_target
+    bench = load_tool('benchmark')
+    assert bench.SDPA_BACKENDS == bm.SDPA_BACKENDS  # the tool's copy (its --help is torch-free)
+    for argv in (['--target-contiguous', '--compile-target'],
+                 ['--target-layout', 'contiguous', '--target-compile', 'on']):
+        args = bench.parse_args(['pretrain', *argv])
+        assert (bench.SETTING[args.target_layout], bench.SETTING[args.target_compile]) == (
+            False, True)
+
+
+def test_step_levers_leave_the_training_unchanged_and_tag_the_row(monkeypatch):
+    """The levers of the pretraining step, run on the CPU at smoke size from the same seed,
+    end with the weights the default step ends with (attention kernel, fused AdamW, the
+    target encoded in chunks and contiguous), and name themselves in the row."""
+    import random
+
+    import numpy as np
+
+    from peco_mm.tooling import benchmark as bm
+    built, initial = [], []
+    build = bm.build_pretrain_model
+
+    def recording_build(name, s):
+        built.append(build(name, s))
+        initial.append([p.detach().clone() for p in built[-1].parameters()])
+        return built[-1]
+
+    monkeypatch.setattr(bm, 'build_pretrain_model', recording_build)
+    monkeypatch.setattr(bm, 'count_gflops', lambda fn: 1.0)  # counted elsewhere; saves time
+
+    def weights_after(**levers):
+        random.seed(0)
+        np.random.seed(0)
+        row = bm.bench_pretrain(['peco'], 4, 1, 0, 'cpu', 'none', smoke=True, **levers)[0]
+        return row['model'], [p.detach().clone() for p in built[-1].parameters()]
+
+    name, base = weights_after()
+    assert name == 'peco'
+    # all at once (each alone is a GPU session's row): the default run's weights, to 1e-6
+    name, weights = weights_after(sdpa='math', fused_adamw=True, target_chunk=1,
+                                  target_layout=False)
+    assert name == 'peco (contiguous target) (chunk 1 target) (sdpa math) (fused AdamW)'
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(base, weights))
+    assert not all(torch.equal(a, b) for a, b in zip(base, initial[0]))  # the step trained
+    with pytest.raises(ValueError, match="sdpa='fast'; expected one of"):
+        bm.bench_pretrain(['peco'], 2, 1, 0, 'cpu', sdpa='fast')
 
 
 def test_a_video_configs_synthetic_batch_is_a_clip_through_its_own_pipeline():
@@ -378,3 +457,72 @@ def test_a_video_configs_synthetic_batch_is_a_clip_through_its_own_pipeline():
     cfg = bm.load_config(str(ROOT / 'configs/peco/timesformer_vitb_ssv2.py'))
     data = bm.synthetic_batch(cfg, 1)
     assert [tuple(x.shape) for x in data['inputs']] == [(1, 3, 8, 224, 224)]
+
+
+# ---- chain -------------------------------------------------------------------------------------
+@pytest.mark.slow
+def test_chain_smoke_runs_every_stage_through_train_and_projects_the_schedule(tmp_path):
+    """`chain --smoke`: the four stages of the documented chain (the demo's toy configs, at
+    batch 2) each train 2 iterations through tools/train.py on data written in its host's
+    layout, each reading the previous stage's checkpoint; the rows give s/iteration, the
+    data share and the paper schedule's iterations x s/iteration."""
+    out = tmp_path / 'chain.json'
+    res = load_tool('benchmark').main(['chain', '--smoke', '--device', 'cpu', '--work-dir',
+                                       str(tmp_path / 'wd'), '--gpus', '16', '--out', str(out)])
+    rows = res['chain']
+    assert [r['stage'] for r in rows] == ['tokenizer', 'pretrain', 'upernet', 'mask_rcnn']
+    # the paper's schedules on 16 GPUs at the shipped per-GPU batches
+    assert [r['schedule_iters'] for r in rows] == [100 * math.ceil(1281167 / (16 * 16)),
+                                                   800 * math.ceil(1281167 / (256 * 16)),
+                                                   80000, 12 * math.ceil(117266 / (2 * 16))]
+    for r in rows:
+        assert r['iterations'] == 2 and r['s_per_iter'] > 0 and 0 <= r['data_share'] < 1
+        assert r['projected_h'] == pytest.approx(
+            r['schedule_iters'] * r['s_per_iter'] / 3600, abs=0.06)
+        assert r['peak_gib'] is None  # no CUDA: mmengine logs no memory
+    wd = tmp_path / 'wd'
+    # each stage's config as the run stored it reads the previous stage's checkpoint
+    assert f"'{wd}/tokenizer/iter_2.pth'" in (wd / 'pretrain' / 'pretrain_tiny_photos.py'
+                                              ).read_text()
+    assert f"'{wd}/pretrain/iter_2.pth'" in (wd / 'upernet' / 'upernet_tiny_shapes.py'
+                                             ).read_text()
+    assert (wd / 'mask_rcnn' / 'epoch_1.pth').is_file()  # its epoch: exactly 2 iterations
+    assert json.loads(out.read_text())['chain'] == rows
+
+
+def test_chain_writes_the_hosts_layouts_and_shortens_each_schedule(tmp_path):
+    """ImageNet's train/<class>/*.JPEG with meta/train.txt; an epoch-based config runs one
+    epoch (of iters x batch images), an iteration-based one `iters` iterations; a tokenizer
+    without its perceptual file gets a random one; the previous checkpoint goes to the key
+    the stage reads."""
+    from peco_mm.tooling import benchmark as bm
+    from peco_mm.tooling import chain
+    root = chain.write_imagenet(tmp_path / 'in', 6, (32, 40), classes=4)
+    lines = (root / 'meta' / 'train.txt').read_text().split('\n')[:-1]
+    assert len(lines) == 6 and lines[0] == 'n00000000/00000.JPEG 0'
+    assert all((root / 'train' / line.split()[0]).is_file() for line in lines)
+    pretrain, upernet = chain.STAGES[1], chain.STAGES[2]
+    cfg = bm.load_config(str(ROOT / pretrain.config))
+    opts, ckpt = chain.stage_options(cfg, 5, '/d', 'tok.pth', pretrain)
+    assert ckpt == 'epoch_1.pth' and 'train_cfg.max_epochs=1' in opts
+    assert 'model.target_generator.checkpoint=tok.pth' in opts
+    assert 'train_dataloader.dataset.data_root=/d' in opts
+    cfg = bm.load_config(str(ROOT / upernet.config))
+    opts, ckpt = chain.stage_options(cfg, 5, '/d', 'pre.pth', upernet)
+    assert ckpt == 'iter_5.pth' and 'train_cfg.max_iters=5' in opts
+    assert 'model.backbone.init_cfg.checkpoint=pre.pth' in opts
+    assert chain.schedule_iters(cfg, upernet, 4) == 160000 * 8 // 4
+    from mmengine.config import Config  # the tokenizer's perceptual file (not at hand)
+    cfg = Config(dict(train_cfg=dict(max_iters=9), model=dict(perceptual=dict(checkpoint='m'))))
+    opts, _ = chain.stage_options(cfg, 5, '/d', None, chain.STAGES[0])
+    assert 'model.perceptual.allow_random=True' in opts
+
+
+def test_target_check_compares_the_device_default_with_eager_channels_last():
+    """The GPU script's code check, run on the CPU: the default there is channels-last and
+    eager, so both encodes are the same computation and every code agrees."""
+    from peco_mm.tooling.target_check import check_target
+    res = check_target('cpu', batch=2, size=32, steps=1, smoke=True)
+    assert (res['default_layout'], res['default_compiled']) == ('channels_last', False)
+    assert res['agreement'] == 1.0 and not res['compile_fell_back']
+    assert res['ms_default'] > 0 and res['ms_eager_channels_last'] > 0

@@ -373,3 +373,72 @@ def test_shipped_pretraining_targets_are_bf16_where_native():
     assert 'pretrain_vitb_in1k_300e.py' in found and 'pretrain_mae_vitb_in1k_800e.py' in found
     study = Config.fromfile(str(ROOT / 'configs' / 'study' / 'pretrain_pixel_world.py'))
     assert study.model.target_generator.encode_bf16 is False
+
+
+def test_target_memory_format_follows_the_device_and_the_codes_do_not(tmp_path):
+    """'auto' (a target's default): channels-last on a CPU, contiguous on CUDA (picked by the
+    device alone, so checked here without a GPU); the encoder's weights follow once, the first
+    time the device asks for the other format; the codes are the same in either format."""
+    from peco_mm.tokenizer.encoding import encode_memory_format
+    cl, plain = torch.channels_last, torch.contiguous_format
+    auto = [encode_memory_format('auto', d) for d in ('cpu', 'cuda', 'cuda:1')]
+    assert auto == [cl, plain, plain]
+    assert [encode_memory_format(s, 'cuda') for s in (True, False)] == [cl, plain]
+    assert [encode_memory_format(s, 'cpu') for s in (True, False)] == [cl, plain]
+    path, t, x = _save_trained(tmp_path)
+    gen = FrozenPeCoTokenizer(path)
+    conv = gen.encoder.conv_in.weight
+    assert gen.channels_last == 'auto' and gen.compile_encoder == 'auto'
+    assert conv.is_contiguous(memory_format=cl) and not conv.is_contiguous()
+    moves = []
+    gen.encoder.register_forward_pre_hook(lambda m, i: moves.append(i[0].is_contiguous()))
+    codes = gen.encode(x)
+    assert moves == [False]  # channels-last input on the CPU
+    assert gen.encoder_layout(torch.device('cuda')) == plain  # as on CUDA: the weights follow
+    assert gen.encoder.conv_in.weight.is_contiguous()
+    assert torch.equal(gen.encode(x, bf16=False), codes)  # back to the CPU's channels-last
+    assert gen.encoder.conv_in.weight.is_contiguous(memory_format=cl) and moves[-1] is False
+    contiguous = FrozenPeCoTokenizer(path, channels_last=False)
+    assert contiguous.encoder.conv_in.weight.is_contiguous()
+    assert torch.equal(contiguous.encode(x), codes) and torch.equal(t.encode(x), codes)
+    with pytest.raises(ValueError, match="channels_last='yes'; expected one of"):
+        FrozenPeCoTokenizer(path, channels_last='yes')
+    with pytest.raises(ValueError, match="compile_encoder=1; expected one of"):
+        tiny(compile_encoder=1)
+
+
+def test_target_compiles_on_cuda_by_default_and_falls_back_to_eager(tmp_path, monkeypatch):
+    """compile_encoder 'auto' compiles on CUDA only (the CPU run below never calls
+    torch.compile); True compiles anywhere; a compile that fails logs one line, encodes
+    eagerly (the same codes) and is not tried again; copies leave the compiled encoder out."""
+    import copy
+
+    from peco_mm.tokenizer.encoding import compiles_encoder
+    assert [compiles_encoder('auto', d) for d in ('cpu', 'cuda')] == [False, True]
+    assert [compiles_encoder(s, 'cpu') for s in (True, False)] == [True, False]
+    path, t, x = _save_trained(tmp_path)
+    compiled, logged = [], []
+
+    def failing_compile(module):
+        compiled.append(module)
+
+        def run(img):
+            raise RuntimeError('InductorError: no working C++ compiler found\nmore detail')
+        return run
+
+    monkeypatch.setattr(torch, 'compile', failing_compile)
+    monkeypatch.setattr('mmengine.logging.print_log',
+                        lambda msg, **kw: 'compile' in msg and logged.append(msg))
+    eager = FrozenPeCoTokenizer(path).encode(x)  # 'auto' on the CPU: eager, no compile
+    assert compiled == [] and torch.equal(eager, t.encode(x))
+    gen = FrozenPeCoTokenizer(path, compile_encoder=True)
+    assert torch.equal(gen.encode(x), eager) and torch.equal(gen.encode(x), eager)
+    assert compiled == [gen.encoder] and len(logged) == 1
+    assert 'torch.compile of the target encoder failed (RuntimeError: InductorError: no ' \
+           'working C++ compiler found); encoding in eager mode' in logged[0]
+    # a compile that works is used from then on, and is not copied with the model
+    monkeypatch.setattr(torch, 'compile', lambda module: compiled.append(module) or module)
+    ok = FrozenPeCoTokenizer(path, compile_encoder=True)
+    assert torch.equal(ok.encode(x), eager) and len(compiled) == 2 and len(logged) == 1
+    assert '_compiled_encoder' in ok.__dict__
+    assert '_compiled_encoder' not in copy.deepcopy(ok).__dict__
