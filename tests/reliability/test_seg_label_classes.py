@@ -8,7 +8,7 @@ from tests.dense.conftest import TINY_UPERNET, write_cfg
 # two classes on purpose (labels 0..2 must be refused); mmseg advises a 1-channel head for them
 @pytest.mark.filterwarnings('ignore:For binary segmentation:UserWarning')
 def test_label_check_takes_the_heads_classes(tmp_path, ade_root, isolated_mmengine,
-                                            monkeypatch):
+                                             monkeypatch):
     from peco_mm.engine.launch import run
     # the pre-flight names the 2-class head against ADE20K's 150 classes first
     # (tests/engine/test_preflight.py); here the label check behind it, which sees the files

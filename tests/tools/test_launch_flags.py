@@ -122,7 +122,7 @@ def test_tools_run_as_bare_commands_from_any_folder(tool, tmp_path):
 
 
 @pytest.mark.parametrize('tool', sorted(p.name for p in (ROOT / 'tools').glob('*.py')
-                                         if p.name != 'check_environment.py'))
+                                        if p.name != 'check_environment.py'))
 def test_tools_outside_the_environment_name_the_fix(tool, tmp_path):
     """A Python without the project's packages (`-S`: no site-packages, as a system python):
     one line naming the missing packages and the activation, no ModuleNotFoundError."""
