@@ -77,7 +77,9 @@ def parse_args(argv=None):
     p.add_argument('--perceptual', default=None, choices=PERCEPTUAL,
                    help="the perceptual loss's network: supervised (every profile's: a ViT "
                    "trained on the labelled split of the classes A, as the paper's "
-                   'supervised-VGG row) or mocov3 (self-supervised, no labels)')
+                   'supervised-VGG row), mocov3 (self-supervised, no labels) or pairs (MoCo '
+                   'v3 whose two views are a geometry-matched pair: same shape and pose, '
+                   'nuisances redrawn)')
     p.add_argument('--bf16-targets', action='store_true',
                    help='also pretrain PeCo with its frozen targets encoded in bf16 and '
                    "fine-tune from it: a row 'PeCo, bf16 targets' beside the fp32 one")

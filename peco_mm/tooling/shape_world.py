@@ -32,6 +32,9 @@ evaluation is scored on them); the folders are those the host datasets read:
 - `ade/ADEChallengeData2016/{images,annotations}/{training,validation,test}/*.png`: per-pixel
   masks of B (1 = background, 2 + k = the k-th B class; 0 is never used, so mmseg's
   reduce_zero_label maps them to 0 = background, 1.. = the classes);
+- `pretrain_pairs/{a,b}/unlabeled/*.png` (when asked for): unlabeled geometry-matched pairs of all
+  classes under the training nuisances, the positive pairs of a self-supervised perceptual
+  network (`GeometryPairViews`);
 - `pairs/{a,b}/*.png`: geometry-matched pairs of B (one shape at one pose drawn under two
   independent nuisances, from held-out backgrounds and hues no other split draws);
 - `classes.json`: {"A": [...], "B": [...]}.
@@ -52,7 +55,7 @@ SEG_CLASSES = ('background', ) + CLASSES  # after reduce_zero_label
 SUPERSAMPLE = 4
 SPLIT_SEEDS = dict(pretrain=1, judge=2, classes=3, cls_train=4, cls_val=5, ade_training=6,
                    ade_validation=7, cls_test=8, ade_test=9, perceptual_train=10,
-                   perceptual_val=11, pairs=12)
+                   perceptual_val=11, pairs=12, train_pairs=13)
 
 
 # ---- shapes: polygons in unit coordinates (radius ~1), fill 1 = object, 0 = hole ------------
@@ -268,31 +271,38 @@ def write_ade(root: Path, split: str, per_class: int, size: int, seed: int,
 
 
 def write_pairs(root: Path, n: int, size: int, seed: int, rotate: bool = True,
-                classes: tuple[str, ...] = CLASSES) -> Path:
-    """root/{a,b}/NNNNN.png: n geometry-matched pairs, one shape of `classes` at one pose
-    drawn twice under two independent held-out nuisances (background, colours, surface,
-    lighting, noise)."""
+                classes: tuple[str, ...] = CLASSES, held_out: bool = True,
+                inner: str = '') -> Path:
+    """root/{a,b}/[inner/]NNNNN.png: n geometry-matched pairs, one shape of `classes` at one
+    pose drawn twice under two independent nuisances (background, colours, surface,
+    lighting, noise), from the held-out ones (held_out=True) or the training ones."""
     rng = np.random.default_rng(seed)
     for side in 'ab':
-        (root / side).mkdir(parents=True, exist_ok=True)
+        (root / side / inner).mkdir(parents=True, exist_ok=True)
     for i, label in enumerate(_labels(rng, n, None, classes)):
         geometry = draw_geometry(rng, size)
         for side in 'ab':
-            img, _ = compose(int(label), geometry, draw_nuisance(rng, size, True), rotate)
-            Image.fromarray(img).save(root / side / f'{i:05d}.png')
+            img, _ = compose(int(label), geometry, draw_nuisance(rng, size, held_out),
+                             rotate)
+            Image.fromarray(img).save(root / side / inner / f'{i:05d}.png')
     return root
 
 
 def make_world(root: str | Path, n_pretrain: int = 20000, size: int = 32, per_class: int = 10,
                val_per_class: int = 30, judge_per_class: int = 100, seed: int = 0,
-               rotate: bool = True, held_out: int = 5, n_pairs: int = 200) -> dict:
+               rotate: bool = True, held_out: int = 5, n_pairs: int = 200,
+               n_train_pairs: int = 0) -> dict:
     """Every split of one world under root (see the module docstring), all drawn from `seed`
     (class split included). `per_class` labelled images per held-out class for few-label
     fine-tuning and segmentation; `val_per_class` for each of their tuning and test halves;
     `judge_per_class` per class for the perceptual network's labelled split (classes A) and
     for the judge's (classes B); `n_pairs` geometry-matched pairs of B classes.
     rotate=False draws every shape upright (MoCo v3's augmentations do not change rotation,
-    so a per-image angle lets its views be told apart without the shape)."""
+    so a per-image angle lets its views be told apart without the shape). `n_train_pairs`
+    pairs of all classes under the training nuisances (`pretrain_pairs/{a,b}`, unlabeled)
+    are the positive pairs of a self-supervised perceptual network."""
+    if n_train_pairs < 0:
+        raise ValueError(f'make_world: n_train_pairs={n_train_pairs} must be >= 0')
     for key, v in dict(n_pretrain=n_pretrain, size=size, per_class=per_class,
                        val_per_class=val_per_class, judge_per_class=judge_per_class,
                        n_pairs=n_pairs).items():
@@ -316,6 +326,9 @@ def make_world(root: str | Path, n_pretrain: int = 20000, size: int = 32, per_cl
                      ('test', val_per_class)):
         write_ade(ade, split, n, size, s[f'ade_{split}'], rotate, b)
     write_pairs(root / 'pairs', n_pairs, size, s['pairs'], rotate, b)
+    if n_train_pairs:
+        write_pairs(root / 'pretrain_pairs', n_train_pairs, size, s['train_pairs'], rotate,
+                    CLASSES, held_out=False, inner='unlabeled')
     (root / 'classes.json').write_text(json.dumps(dict(A=list(a), B=list(b)), indent=1))
     return dict(pretrain=root / 'pretrain', perceptual=root / 'perceptual',
                 judge=root / 'judge', cls=root / 'cls', ade=ade, pairs=root / 'pairs',

@@ -26,7 +26,7 @@ PROFILES = {
                  iters=dict(perceptual=600, mocov3=900, judge=400, tokenizer=200,
                             pretrain=250, cls=240, seg=200)),
     'demo': dict(_WORLD, replicates=3, lambdas=(0.0, 1.0), perceptual='supervised',
-                 n_pretrain=2000, val_per_class=20, judge_per_class=150, n_pairs=100,
+                 n_pretrain=2000, val_per_class=20, judge_per_class=300, n_pairs=100,
                  inits=('peco', 'pixel', 'scratch', 'scratch_matched'),
                  iters=dict(perceptual=400, mocov3=150, judge=200, tokenizer=60,
                             pretrain=80, cls=160, seg=120)),
@@ -39,7 +39,7 @@ PROFILES = {
 # relative seconds per iteration of each stage, for the ETA before any run has finished
 COST = dict(perceptual=0.35, mocov3=1.0, judge=0.5, tokenizer=1.0, pretrain=0.8, cls=0.2,
             seg=0.35)
-PERCEPTUAL = ('supervised', 'mocov3')
+PERCEPTUAL = ('supervised', 'mocov3', 'pairs')
 # downstream rows: pretrained on a tokenizer's codes (which one), or from scratch
 TARGETS = dict(peco='lambda1', pixel='lambda0', random='random', peco_bf16='lambda1')
 INITS = ('peco', 'pixel', 'random', 'scratch', 'scratch_matched', 'peco_bf16')
@@ -130,10 +130,10 @@ class Study:
         """Replicate r's runs in the order they train: (run folder, config, stage,
         iterations)."""
         it = self.p['iters']
-        nets = [('perceptual', 'perceptual_vit_tiny_world.py', 'perceptual')
-                if self.perceptual == 'supervised' else
-                ('perceptual', 'mocov3_vit_tiny_world.py', 'mocov3'),
-                ('judge', 'judge_resnet_world.py', 'judge')]
+        loss_net = dict(supervised=('perceptual_vit_tiny_world.py', 'perceptual'),
+                        mocov3=('mocov3_vit_tiny_world.py', 'mocov3'),
+                        pairs=('mocov3_pairs_vit_tiny_world.py', 'mocov3'))[self.perceptual]
+        nets = [('perceptual', *loss_net), ('judge', 'judge_resnet_world.py', 'judge')]
         out = [(self.rep(r, d), c, s, it[s]) for d, c, s in nets]
         for key in self.tokenizers:
             name = 'tokenizer_world.py' if key in ('lambda1', 'random') else \

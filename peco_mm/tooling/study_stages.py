@@ -32,6 +32,8 @@ def stage_world(study: Study, r: int) -> dict:
     keys = ('n_pretrain', 'per_class', 'val_per_class', 'judge_per_class', 'n_pairs',
             'held_out', 'rotate')
     args = dict(seed=r, **{k: p[k] for k in keys})
+    if study.perceptual == 'pairs':  # its positive pairs: as many as unlabeled images
+        args['n_train_pairs'] = p['n_pretrain']
     if done.is_file() and json.loads(done.read_text()) == args:
         print(f'{study.rep(r)} world: written earlier, kept', flush=True)
     else:

@@ -163,9 +163,11 @@ def stage_lines(study: Study, res: dict) -> list[str]:
     net = [res[r]['nets']['perceptual']['metrics'] for r in reps]
     judge = [res[r]['nets']['judge']['metrics'].get('accuracy/top1') for r in reps]
     chance = res[reps[0]]['chance']['accuracy/top1']
-    own = ('supervised on the labelled split of its replicate\'s classes A, top-1 on A\'s '
-           f'validation images {cell([m.get("accuracy/top1") for m in net])} %; '
-           if study.perceptual == 'supervised' else 'MoCo v3 on the unlabeled images; ')
+    own = dict(supervised='supervised on the labelled split of its replicate\'s classes A, '
+               f'top-1 on A\'s validation images {cell([m.get("accuracy/top1") for m in net])} '
+               '%; ', mocov3='trained by MoCo v3 on the unlabeled images (no labels); ',
+               pairs='trained by MoCo v3 on geometry-matched pairs of unlabeled images (its '
+               'two views share only the geometry; no labels); ')[study.perceptual]
     return [
         f'- Perceptual loss network: a ViT {own}1-NN shape accuracy on the held-out classes '
         f'B (test half) {cell([m["trained"] for m in net])} %, the same ViT randomly '

@@ -371,3 +371,51 @@ def test_command_line_replicates_iterations_and_jobs(tmp_path, monkeypatch):
     study_tool.run_jobs(argv, list(range(8)), 3)
     assert [c[c.index('--only-replicates') + 1] for c in started] == ['0,3,6', '1,4,7', '2,5']
     assert all(c.count('--jobs') == 1 and c[c.index('--jobs') + 1] == '1' for c in started)
+
+
+def test_geometry_pair_views_take_the_second_view_from_the_partner_file(tmp_path):
+    """View 1 is the loaded image through the first pipeline, view 2 the same-named file of
+    the sibling folder through the second; a missing partner is named."""
+    import mmcv
+    from mmcv.transforms import LoadImageFromFile
+
+    from peco_mm.datasets.pair_views import GeometryPairViews
+    from peco_mm.tooling.shape_world import write_pairs
+    root = tmp_path / 'a'  # a folder named like the first side above the pairs' root
+    write_pairs(root, 2, 32, seed=0, held_out=False, inner='unlabeled')
+    keep = [dict(type='RandomFlip', prob=0.0)]
+    t = GeometryPairViews(transforms=[keep, keep])
+    out = t(LoadImageFromFile()(dict(img_path=str(root / 'a' / 'unlabeled' / '00001.png'))))
+    a, b = (mmcv.imread(str(root / s / 'unlabeled' / '00001.png')) for s in 'ab')
+    assert np.array_equal(out['img'][0], a) and np.array_equal(out['img'][1], b)
+    assert not np.array_equal(a, b)
+    (root / 'b' / 'unlabeled' / '00000.png').unlink()
+    with pytest.raises(FileNotFoundError, match=r'00000.png has no partner file .*a/b/unl'):
+        t(LoadImageFromFile()(dict(img_path=str(root / 'a' / 'unlabeled' / '00000.png'))))
+    with pytest.raises(ValueError, match='expected 2'):
+        GeometryPairViews(transforms=[keep])
+    with pytest.raises(ValueError, match='two different folders'):
+        GeometryPairViews(transforms=[keep, keep], pair_dirs=('a', 'a'))
+
+
+def test_pairs_perceptual_network_reads_unlabeled_geometry_pairs(tmp_path):
+    """--perceptual pairs: the world gains unlabeled training pairs of all classes under the
+    training nuisances, and the network's two views come from the two files of a pair."""
+    from mmengine.registry import DefaultScope
+    from mmpretrain.registry import DATASETS
+
+    from tests.conftest import load_tool
+    study_tool = load_tool('study')
+    study = study_tool.Study(str(tmp_path), 'quick', replicates=1, perceptual='pairs')
+    study.change(n_pretrain=4)
+    assert study.runs(0)[0][1] == 'mocov3_pairs_vit_tiny_world.py'
+    assert study_tool.stage_world(study, 0)['n_train_pairs'] == 4
+    pairs = tmp_path / 'rep0' / 'world' / 'pretrain_pairs'
+    assert len(list((pairs / 'b' / 'unlabeled').glob('*.png'))) == 4
+    cfg = study.run_config('rep0/perceptual')[1].train_dataloader.dataset
+    assert cfg.with_label is False
+    with DefaultScope.overwrite_default_scope('mmpretrain'):
+        ds = DATASETS.build(cfg)
+        sample = ds[0]
+    assert ds.get_data_info(0)['img_path'].startswith(str(pairs / 'a'))
+    assert len(sample['inputs']) == 2 and sample['inputs'][0].shape == (3, 32, 32)
