@@ -271,7 +271,7 @@ def test_perceptual_network_never_reads_a_held_out_label(tmp_path):
     classes = read_classes(tmp_path / 'rep0' / 'world')
 
     cfgs = {run: study.run_config(f'rep0/{run}')[1]
-            for run in ('perceptual', 'judge', 'cls_peco', 'cls_scratch_matched')}
+            for run in ('perceptual', 'judge', 'cls_peco', 'cls_pixel')}
 
     def read(run, loader):
         ds = DATASETS.build(dict(cfgs[run][loader].dataset, lazy_init=False))
@@ -279,7 +279,7 @@ def test_perceptual_network_never_reads_a_held_out_label(tmp_path):
     for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
         seen = read('perceptual', loader)
         assert seen == set(classes['A']) and not seen & set(classes['B'])
-    for run in ('judge', 'cls_peco', 'cls_scratch_matched'):
+    for run in ('judge', 'cls_peco', 'cls_pixel'):
         assert read(run, 'train_dataloader') == set(classes['B'])
     assert read('judge', 'test_dataloader') == set(classes['B'])
     tok = study.run_config('rep0/tokenizer_lambda1')[1]
