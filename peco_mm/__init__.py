@@ -30,6 +30,7 @@ CORE_MODULES = [
     'peco_mm.datasets.seg_checks',
     'peco_mm.datasets.bad_samples',
     'peco_mm.datasets.mim_transforms',
+    'peco_mm.datasets.pair_views',
     'peco_mm.tokenizer',
     'peco_mm.engine.hooks',
     'peco_mm.evaluation',

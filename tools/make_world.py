@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Write the shape world (peco_mm/tooling/shape_world.py; nothing downloaded): unlabeled images
-for pretraining, a labelled judge split, few-label splits in the ImageNet folder layout and
-per-pixel masks in the ADEChallengeData2016 layout. The same arguments write the same bytes.
+"""Write one shape world (peco_mm/tooling/shape_world.py; nothing downloaded): its classes split
+into A and B by the seed, unlabeled images for pretraining, a labelled split of A (the perceptual
+network's) and one of B (the judge's), few-label splits of B with a tuning and a test half in
+the ImageNet folder layout, per-pixel masks of B in the ADEChallengeData2016 layout, and
+geometry-matched pairs of B under held-out nuisances. The same arguments write the same bytes.
 """
 import argparse
 import os.path as osp
@@ -11,8 +13,8 @@ import check_environment  # noqa: E402,F401 (first: outside the environment, nam
 
 EPILOG = """examples:
   tools/make_world.py                                   # work_dirs/study/world, 20000 images
-  tools/make_world.py --out /tmp/world --n-pretrain 2000   # fewer images (the demo uses 5000)
-  tools/make_world.py --out /tmp/world_upright --n-pretrain 5000 --val-per-class 20 --no-rotation
+  tools/make_world.py --out /tmp/world --n-pretrain 2000   # fewer images (as the demo)
+  tools/make_world.py --out /tmp/world_r3 --seed 3 --no-rotation   # replicate 3's world
 """
 
 
@@ -21,10 +23,15 @@ def main(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--out', default='work_dirs/study/world', help='output folder')
     p.add_argument('--n-pretrain', type=int, default=20000, help='unlabeled images (20000)')
-    p.add_argument('--per-class', type=int, default=10, help='few-label images per class (10)')
-    p.add_argument('--val-per-class', type=int, default=30, help='validation per class (30)')
+    p.add_argument('--per-class', type=int, default=10,
+                   help='few-label images per held-out class (10)')
+    p.add_argument('--val-per-class', type=int, default=30,
+                   help='images per held-out class in each of the tuning and test halves (30)')
     p.add_argument('--judge-per-class', type=int, default=100,
-                   help='clean labelled images per class for the judge (100)')
+                   help='labelled images per class of A (perceptual network) and of B '
+                   '(judge) (100)')
+    p.add_argument('--held-out', type=int, default=5, help='classes in B (5 of 10)')
+    p.add_argument('--n-pairs', type=int, default=200, help='geometry-matched pairs (200)')
     p.add_argument('--size', type=int, default=32, help='image side in pixels (32)')
     p.add_argument('--seed', type=int, default=0)
     p.add_argument('--no-rotation', action='store_true',
@@ -36,11 +43,13 @@ def main(argv=None):
         out = make_world(args.out, n_pretrain=args.n_pretrain, size=args.size,
                          per_class=args.per_class, val_per_class=args.val_per_class,
                          judge_per_class=args.judge_per_class, seed=args.seed,
-                         rotate=not args.no_rotation)
+                         rotate=not args.no_rotation, held_out=args.held_out,
+                         n_pairs=args.n_pairs)
     except ValueError as err:
         p.error(str(err))
     for name, path in out.items():
         print(f'{name}: {path}')
+    return out
 
 
 if __name__ == '__main__':

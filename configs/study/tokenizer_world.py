@@ -1,18 +1,17 @@
 # The study's tokenizer (tools/study.py): the PeCo recipe (configs/peco/tokenizer_vqvae_in1k.py:
 # EMA VQ-VAE, pixel + lambda = 1 perceptual loss, Adam (0.5, 0.95)) at toy scale on the shape
 # world: 32 px, 4x down (two downsamples) -> 8x8 codes = the toy ViT's 8x8 patch grid, 16 base
-# channels, 1 res block, K = 128, D = 32. Perceptual loss: blocks 1-4 of the toy MoCo v3 ViT
-# (standing in for blocks 3/6/9/12 of 12). Tested on the labelled cls/val split: PSNR, SSIM,
-# codeword probe, the clean-image classifier on the reconstructions, and the perceptual
-# distance with another network than the loss's: the OTHER MoCo v3 (trained with another
-# seed), or the judge when tools/study.py trains the loss's network supervised.
+# channels, 1 res block, K = 128, D = 32. Perceptual loss: blocks 1-4 of the toy ViT (standing
+# in for blocks 3/6/9/12 of 12), trained supervised on the classes A (or MoCo v3, or left at
+# random initialisation: the study's control). Tested on the held-out half of the classes B
+# (cls/test): PSNR, SSIM, codeword probe, and the judge (a ResNet trained on its own labelled
+# split of B, another architecture than the loss's network) on the reconstructions.
 # Deviations: lr 1e-3 and iterations instead of 5e-5 / 100 epochs.
 _base_ = '../peco/tokenizer_vqvae_in1k.py'
 
 root = 'work_dirs/study'
 data_root = root + '/world'
-perceptual_checkpoint = root + '/mocov3/vit_tiny_pecovit.pth'
-measure_checkpoint = root + '/mocov3_measure/vit_tiny_pecovit.pth'
+perceptual_checkpoint = root + '/perceptual/vit_tiny_pecovit.pth'
 img_size = 32
 num_embeddings = 128
 max_iters = 400  # x 32 images
@@ -39,12 +38,10 @@ train_dataloader = dict(
 test_dataloader = dict(
     batch_size=50, num_workers=0, persistent_workers=False,
     dataset=dict(_delete_=True, type='CustomDataset', data_root=data_root + '/cls',
-                 data_prefix='val', pipeline=test_pipeline))
+                 data_prefix='test', pipeline=test_pipeline))
 test_evaluator = dict(
-    num_embeddings=num_embeddings, probe_epochs=200,
-    perceptual=dict(checkpoint=measure_checkpoint, layers=(1, 2, 3, 4),
-                    vit_cfg=dict(num_heads=4)),
-    classifier=dict(config=root + '/judge/judge_vit_tiny_world.py',
+    num_embeddings=num_embeddings, probe_epochs=200, perceptual=None,
+    classifier=dict(config=root + '/judge/judge_resnet_world.py',
                     checkpoint=root + '/judge/iter_600.pth'))
 optim_wrapper = dict(optimizer=dict(lr=1e-3))
 param_scheduler = [dict(type='LinearLR', start_factor=0.05, by_epoch=False, begin=0,

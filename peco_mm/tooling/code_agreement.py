@@ -1,7 +1,12 @@
-"""Do bf16 targets equal fp32 targets? The fraction of codes a tokenizer's `encode` gives
-identically with its encoder in bf16 autocast and in fp32 (the nearest-codeword search is fp32
-in both), plus how close the flipped positions were to a tie. `encode_bf16` is only worth its
-speed if nearly every target survives; `tools/measure_code_agreement.py` runs it.
+"""The fraction of equal codes between two encodings, position by position.
+
+- `code_agreement`: do bf16 targets equal fp32 targets? The codes a tokenizer's `encode` gives
+  identically with its encoder in bf16 autocast and in fp32 (the nearest-codeword search is
+  fp32 in both), plus how close the flipped positions were to a tie. `encode_bf16` is only
+  worth its speed if nearly every target survives; `tools/measure_code_agreement.py` runs it.
+- `pair_agreement`: the judge-free measure of the study (tools/study.py): the codes of two
+  images of one shape at one pose under different nuisances (colour, texture, background,
+  lighting). A codebook that spends its codes on shape gives both the same codes.
 """
 from __future__ import annotations
 
@@ -42,3 +47,19 @@ def nearest_gap(tokenizer, x: torch.Tensor) -> torch.Tensor:
     d = torch.cdist(flat, e, compute_mode='donot_use_mm_for_euclid_dist').pow(2)  # (N, K)
     two = d.topk(2, dim=1, largest=False).values  # (N, 2)
     return ((two[:, 1] - two[:, 0]) / two[:, 0].clamp_min(1e-12)).view(B, h, w)
+
+
+@torch.no_grad()
+def pair_agreement(tokenizer, a: torch.Tensor, b: torch.Tensor, batch_size: int = 64) -> float:
+    """The fraction of positions at which `a[i]` and `b[i]` (N, 3, H, W in [-1, 1], paired
+    image by image) get the same code from the tokenizer's fp32 `encode`."""
+    if a.shape != b.shape:
+        raise ValueError(f'pair_agreement: paired images of shapes {tuple(a.shape)} and '
+                         f'{tuple(b.shape)}; expected equal shapes')
+    same = total = 0
+    for s in range(0, a.shape[0], batch_size):
+        ca = tokenizer.encode(a[s:s + batch_size], bf16=False)
+        cb = tokenizer.encode(b[s:s + batch_size], bf16=False)
+        same += int((ca == cb).sum())
+        total += ca.numel()
+    return same / max(total, 1)

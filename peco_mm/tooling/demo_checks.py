@@ -4,7 +4,9 @@ can hold them to their claims.
 - `knn_accuracy`: leave-one-out 1-NN accuracy of features, the shape check of a perceptual or
   measuring network;
 - `trained_and_random`: a converted network and the same architecture at random
-  initialisation, the baseline that says what training earned.
+  initialisation, the baseline that says what training earned;
+- `save_random_twin`: that random network written as a PeCoViT file, the perceptual network
+  of the study's control tokenizer.
 """
 from __future__ import annotations
 
@@ -29,14 +31,31 @@ def trained_and_random(pecovit: str, num_heads: int, seeds: Sequence[int] = (0, 
     initialised at random once per seed (what its training started from): the baseline that
     says how much of a feature's score the training earned. The architecture comes from the
     arguments the converter stored, whatever `out_type` they name."""
-    from ..checkpoint import read_checkpoint
     from ..models.vit import PeCoViT
     trained = PeCoViT.from_checkpoint(pecovit, num_heads=num_heads, out_type='avg_featmap')
-    args = dict(read_checkpoint(pecovit)['meta']['pecovit_args'], out_type='avg_featmap')
-    randoms = []
-    for seed in seeds:
-        torch.manual_seed(seed)
-        net = PeCoViT(**args)
-        net.init_weights()
-        randoms.append(net.eval())
+    randoms = [random_twin(pecovit, seed)[0].eval() for seed in seeds]
     return trained.eval(), randoms
+
+
+def random_twin(pecovit: str, seed: int) -> tuple[torch.nn.Module, dict]:
+    """(the PeCoViT of a converted file's architecture initialised at random with `seed`,
+    mean-pooled; the arguments that build it), whatever `out_type` the file names."""
+    from ..checkpoint import read_checkpoint
+    from ..models.vit import PeCoViT
+    args = dict(read_checkpoint(pecovit)['meta']['pecovit_args'], out_type='avg_featmap')
+    torch.manual_seed(seed)
+    net = PeCoViT(**args)
+    net.init_weights()
+    return net, args
+
+
+def save_random_twin(pecovit: str, dst: str, seed: int) -> str:
+    """`random_twin(pecovit, seed)` written to `dst` in the converter's format (state_dict
+    and meta.pecovit_args), loadable wherever a converted perceptual network is."""
+    from pathlib import Path
+    net, args = random_twin(pecovit, seed)
+    Path(dst).parent.mkdir(parents=True, exist_ok=True)
+    torch.save({'state_dict': net.state_dict(),
+                'meta': dict(pecovit_args=args, source=f'random initialisation, seed {seed}')},
+               dst)
+    return dst

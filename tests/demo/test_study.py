@@ -1,8 +1,6 @@
 """The study's pieces that must hold whatever the numbers: the shape world is deterministic
 and in the host layouts, and the report's conclusions are written from, and checked against,
 its tables."""
-from pathlib import Path
-
 import numpy as np
 import pytest
 from PIL import Image
@@ -163,22 +161,62 @@ def test_write_checked_exits_naming_the_report(tmp_path):
 
 
 def test_shape_world_is_deterministic_and_in_host_layouts(tmp_path):
-    from peco_mm.tooling.shape_world import CLASSES, make_world
-    kw = dict(n_pretrain=12, per_class=1, val_per_class=2, judge_per_class=1)
+    """One seed writes the same bytes twice; the classes split into A (only the perceptual
+    network's labelled split) and B (every evaluation split, each with a tuning and a test
+    half); another seed draws another world."""
+    from peco_mm.tooling.shape_world import CLASSES, make_world, read_classes
+    kw = dict(n_pretrain=12, per_class=1, val_per_class=2, judge_per_class=1, n_pairs=3)
     a = make_world(tmp_path / 'a', **kw)
     make_world(tmp_path / 'b', **kw)
     fa = sorted(p.relative_to(tmp_path / 'a') for p in (tmp_path / 'a').rglob('*.png'))
     fb = sorted(p.relative_to(tmp_path / 'b') for p in (tmp_path / 'b').rglob('*.png'))
-    assert fa == fb and len(fa) == 12 + 10 + 10 + 20 + 2 * (10 + 20)
+    # unlabeled, perceptual train + val (A), judge (B), cls train/val/test, ade x 2, pairs
+    assert fa == fb and len(fa) == 12 + 5 * (1 + 2) + 5 + 5 * (1 + 2 + 2) + 2 * 5 * 5 + 6
     assert all((tmp_path / 'a' / r).read_bytes() == (tmp_path / 'b' / r).read_bytes()
                for r in fa)
-    assert sorted(p.name for p in (a['cls'] / 'val').iterdir()) == sorted(CLASSES)
-    # per-pixel masks: background 1, class k at 2 + k, never 0 (reduce_zero_label)
-    ann = sorted((a['ade'] / 'annotations' / 'validation').glob('*.png'))
+    A, B = a['classes']['A'], a['classes']['B']
+    assert read_classes(tmp_path / 'a') == a['classes'] and len(A) == len(B) == 5
+    assert sorted(A + B) == sorted(CLASSES)
+    assert sorted(p.name for p in (a['perceptual'] / 'train').iterdir()) == sorted(A)
+    for split in ('judge/train', 'cls/train', 'cls/val', 'cls/test'):
+        assert sorted(p.name for p in (tmp_path / 'a' / split).iterdir()) == sorted(B)
+    # per-pixel masks of B: background 1, the k-th class of B at 2 + k, never 0
+    ann = sorted((a['ade'] / 'annotations' / 'test').glob('*.png'))
     labels = [np.asarray(Image.open(f)) for f in ann]
     assert all(set(np.unique(m)) == {1, 2 + i // 2} for i, m in enumerate(labels))
-    img = np.asarray(Image.open(sorted((a['ade'] / 'images' / 'validation').glob('*'))[0]))
+    img = np.asarray(Image.open(sorted((a['ade'] / 'images' / 'test').glob('*'))[0]))
     assert img.shape == (32, 32, 3) and img.std() > 10
+    # the tuning and the test half are different images
+    val, test = (sorted((a['cls'] / h / B[0]).glob('*.png')) for h in ('val', 'test'))
+    assert val[0].read_bytes() != test[0].read_bytes()
+    other = make_world(tmp_path / 'c', seed=1, **kw)
+    assert other['classes'] != a['classes']  # seed 1 draws another split (and world)
+    with pytest.raises(ValueError, match=r'classes.json: expected'):
+        (tmp_path / 'c' / 'classes.json').write_text('{"A": 3}')
+        read_classes(tmp_path / 'c')
+
+
+def test_geometry_matched_pairs_redraw_only_held_out_nuisances():
+    """A pair is one shape at one pose (identical masks) under two nuisance draws from the
+    held-out backgrounds and hues; training images never draw those hues."""
+    import colorsys
+
+    from peco_mm.tooling.shape_world import (HELD_OUT_HUES, _colour, compose, draw_geometry,
+                                             draw_nuisance)
+    rng = np.random.default_rng(0)
+
+    def hue(c):
+        h, _, sat = colorsys.rgb_to_hsv(*map(float, c))
+        return sat > 0.05 and HELD_OUT_HUES[0] <= h < HELD_OUT_HUES[1]
+    assert all(hue(_colour(rng, b, True)) for b in (True, False) * 20)
+    assert not any(hue(_colour(rng, b, False)) for b in (True, False) * 20)
+    diffs = []
+    for label in range(4):
+        g = draw_geometry(rng, 32)
+        (ia, ma), (ib, mb) = (compose(label, g, draw_nuisance(rng, 32, True)) for _ in 'ab')
+        assert np.array_equal(ma, mb) and ma.sum() > 30
+        diffs.append(np.abs(ia.astype(int) - ib.astype(int)).mean())
+    assert min(diffs) > 10  # the nuisances differ between the two images of a pair
 
 
 def test_nuisances_vary_while_the_class_is_the_shape():
@@ -223,86 +261,125 @@ def test_upright_world_changes_only_the_angle():
         assert (~near).sum() > 200 and np.array_equal(a[~near], b[~near])
 
 
-def study_results(study, inits):
-    """Recorded metrics of every run of `study` (no training): the PeCo rows' few-label top-1
-    1, 2, 0, 1.5, 1 points above the pixel codebook's; everything else equal between rows."""
-    tok = {'tokenizer/psnr': 20.0, 'tokenizer/ssim': 0.5, 'tokenizer/perceptual': 1.0,
-           'tokenizer/codeword_probe_acc': 30.0, 'tokenizer/recon_cls_acc': 40.0,
-           'tokenizer/usage': 0.9}
-    lead = [1.0, 2.0, 0.0, 1.5, 1.0] * 2
-    return dict(
-        tokenizers={(lam, s): dict(metrics=dict(tok, **{'tokenizer/psnr': 20.0 + s + lam}))
-                    for lam in study.lambdas for s in study.seeds},
-        pretrain={(t, s): dict(metrics=dict(mim_acc=5.0 + s)) for t in study.targets
-                  for s in study.seeds},
-        downstream={(task, init, s): dict(metrics={
-            'accuracy/top1': 9.0 + 2 * s + (lead[s] if init == 'peco' else 0.0),
-            'mIoU': 30.0 + s}) for task in ('cls', 'seg') for init in inits
-            for s in study.seeds})
+def fake_results(study, top1=lambda r: 9.0 + 2 * r, probe=lambda r, key: 30.0):
+    """Recorded-looking results of every run of `study`, per replicate (no training)."""
+    tok = {'tokenizer/psnr': 20.0, 'tokenizer/ssim': 0.5, 'tokenizer/recon_cls_acc': 40.0,
+           'tokenizer/usage': 0.9, 'agreement/matched': 20.0, 'agreement/mismatched': 5.0}
+    return {r: dict(
+        tokenizers={k: dict(metrics=dict(tok, **{'tokenizer/codeword_probe_acc': probe(r, k),
+                                                 'tokenizer/psnr': 20.0 + r}))
+                    for k in study.tokenizers},
+        pretrain={t: dict(metrics=dict(mim_acc=5.0 + r)) for t in study.targets},
+        downstream={(task, init): dict(metrics={'accuracy/top1': top1(r), 'mIoU': 30.0 + r})
+                    for task in ('cls', 'seg') for init in study.inits},
+        chance={'accuracy/top1': 10.0, 'mIoU': 4.0, 'mim_acc': 100 / 128})
+        for r in study.replicates}
 
 
-def test_report_compares_every_trained_row_with_chance(tmp_path):
-    """The downstream table ends with a chance row, every trained row is compared with it in
-    every column it has, the three primary endpoints are stated once each, every verdict is
-    an interval's, and the conclusions agree with the tables (check_report); with 3
-    replicates no line gives a verdict."""
+def test_report_rows_are_per_replicate_lists_paired_by_replicate(tmp_path):
+    """Every cell lists one value per replicate in replicate order; the primary endpoints
+    come first, each with both rows' per-replicate values (value i = replicate i); every
+    trained row is compared with chance; the conclusions agree with the tables."""
     from tests.conftest import load_tool
+    from peco_mm.tooling.study_report import parse_cell, parse_tables
     study_tool = load_tool('study')
-    study = study_tool.Study(str(tmp_path), 'quick', seeds=5)
-    chance = {'accuracy/top1': 10.0, 'mIoU': 4.0, 'mim_acc': 100 / 128}
-    tables, conclusions = study_tool.report_tables(
-        study, study_results(study, study_tool.INITS), chance)
+    study = study_tool.Study(str(tmp_path), 'full', replicates=3)
+    res = fake_results(study, probe=lambda r, k: {'lambda1': 30.0 + r, 'lambda0': 20.0,
+                                                  'random': 25.0}[k])
+    tables, conclusions, data = study_tool.report_tables(study, res)
     text = '\n\n'.join(tables) + '\n\n' + '\n'.join(conclusions) + '\n'
     assert check_report(text) == []
+    assert [d['name'] for d in data[:3]] == ['P1', 'P2', 'P3']
+    p1 = data[0]
+    assert (p1['a'], p1['b'], p1['expect']) == ('lambda = 1 (PeCo)', 'lambda = 0 (pixel only)', 1)
+    assert p1['a_values'] == [30.0, 31.0, 32.0] and p1['b_values'] == [20.0, 20.0, 20.0]
+    assert all(w in conclusions[0] for w in ('codeword probe (%)', 'lambda = 1 (PeCo)'))
+    t4 = parse_tables(text)[study_tool.T4]
+    assert list(t4) == ['lambda = 0 (pixel only)', 'lambda = 1 (PeCo)',
+                        'lambda = 1, random perceptual network']
+    assert parse_cell(t4['lambda = 1 (PeCo)']['PSNR (dB)']) == [20.0, 21.0, 22.0]
     down = parse_tables(text)[study_tool.T23]
-    assert down['chance (a model that learned nothing)']['few-label top-1 (%)'] == \
-        '10.0 ± 0.0 (10.0, 10.0, 10.0, 10.0, 10.0)'
+    assert list(down) == ['PeCo (lambda = 1 codes)', 'pixel codebook (lambda = 0 codes)',
+                          'scratch (own recipe)', 'scratch, compute-matched (own recipe)',
+                          'chance (a model that learned nothing)']
     vs_chance = [c for c in conclusions if '|chance (a model' in c]
-    assert len(vs_chance) == 3 * 2 + 2  # 3 inits x (top-1, mIoU) + MIM accuracy of 2 targets
-    # top-1 9, 11, ..., 17 against 10: chance is inside; mIoU 30-34 against 4: learned
-    top1 = next(c for c in vs_chance if '|pixel' in c and 'top-1' in c)
-    assert 'per replicate -1.0, +1.0, +3.0, +5.0, +7.0' in top1 and 'excludes' not in top1
-    assert all(c.endswith("excludes 0 in the paper's direction") for c in vs_chance
-               if 'mIoU' in c)
-    primary = {c[3:5]: c for c in conclusions if c.startswith('- [P')}
+    assert len(vs_chance) == 4 * 2 + 2  # 4 rows x (top-1, mIoU) + MIM accuracy of 2 targets
+    # the control's tokenizer row is compared with PeCo's on the judge-free measures too
+    assert any('|code agreement, matched pairs (%)|lambda = 1 (PeCo)|lambda = 1, random' in c
+               for c in conclusions)
+
+
+def test_report_verdicts_are_intervals_and_need_five_replicates(tmp_path):
+    """With 5 replicates the primary endpoints are read from their 95 % intervals (no sign
+    counts): P1's differences 1, 2, 0, 1.5, 1 exclude 0 in the paper's direction, P2's (all 0)
+    include it; the report's body opens with the endpoints' table; with 3 replicates no line
+    gives a verdict."""
+    from tests.conftest import load_tool
+    study_tool = load_tool('study')
+    lead = [1.0, 2.0, 0.0, 1.5, 1.0]
+    study = study_tool.Study(str(tmp_path), 'full', replicates=5)
+    res = fake_results(study, probe=lambda r, k: 30.0 + (lead[r] if k == 'lambda1' else 0.0))
+    tables, body, _ = study_tool.report_tables(study, res)
+    assert check_report('\n\n'.join(tables) + '\n\n' + '\n'.join(body) + '\n') == []
+    assert body[0].startswith(f'**{ENDPOINTS}**')
+    primary = {c[3:5]: c for c in body if c.startswith('- [P')}
     assert sorted(primary) == ['P1', 'P2', 'P3']
-    assert primary['P1'].startswith('- [P1|Table 4: tokenizers|codeword probe (%)|lambda = 1')
-    assert primary['P2'].startswith('- [P2|Tables 2-3: pretraining and downstream|few-label '
-                                    'top-1 (%)|PeCo (lambda = 1 codes)|pixel codebook')
-    assert 'per replicate +1.0, +2.0, +0.0, +1.5, +1.0: mean +1.10' in primary['P2']
-    assert primary['P2'].endswith("excludes 0 in the paper's direction")
-    assert primary['P3'].endswith(': includes 0') and primary['P1'].endswith(': includes 0')
-    assert not any('consistent' in c or 'seeds' in c for c in conclusions)
-    few = study_tool.Study(str(tmp_path), 'quick', seeds=3)
-    _, lines = study_tool.report_tables(few, study_results(few, study_tool.INITS), chance)
+    assert 'per replicate +1.0, +2.0, +0.0, +1.5, +1.0: mean +1.10' in primary['P1']
+    assert primary['P1'].endswith("excludes 0 in the paper's direction")
+    assert primary['P2'].endswith(': includes 0')
+    assert not any('consistent' in c or 'every seed' in c for c in body)
+    few = study_tool.Study(str(tmp_path), 'full', replicates=3)
+    _, lines, _ = study_tool.report_tables(few, fake_results(few))
     assert all(c.endswith('too few replicates for a verdict (3; 5 needed)') for c in lines
                if c.startswith('- ['))
-    assert lines[0].startswith(f'**{ENDPOINTS}**') and lines[0].count('too few') == 3
 
 
 def test_study_exits_when_its_report_contradicts_its_numbers(tmp_path, monkeypatch):
-    """tools/study.py checks the report it writes: a conclusion that disagrees with its
-    tables stops it with a non-zero status naming report.md (the report as written stays)."""
+    """The report is checked as it is written: a conclusion that disagrees with its tables
+    stops tools/study.py with a non-zero status naming report.md."""
     from tests.conftest import load_tool
+    from peco_mm.tooling import study_tables
     tool = load_tool('study')
-    study = tool.Study(str(tmp_path), 'quick', seeds=5)
-    res = study_results(study, tool.INITS)
-    chance = {'accuracy/top1': 10.0, 'mIoU': 4.0, 'mim_acc': 0.8}
-    net = {'trained': 50.0, 'random': [10.0, 11.0], 'accuracy/top1': 60.0}
-    res.update(world=dict(n_pretrain=8, val_per_class=1),
-               nets={k: dict(metrics=net) for k in ('loss_net', 'measure', 'judge')})
-    monkeypatch.setattr(tool, 'chance_levels', lambda study: chance)
-    monkeypatch.setattr(tool, 'reconstruction_grid', lambda study, res: tmp_path / 'grid.png')
-    monkeypatch.setattr('peco_mm.utils.image.find_images', lambda root: ['x.png'] * 100)
+    study = tool.Study(str(tmp_path), 'full', replicates=5)
+    res = fake_results(study)
+    for r in study.replicates:
+        res[r].update(world=dict(n_pretrain=8, rotate=False, per_class=1, val_per_class=1,
+                                 n_pairs=1, classes=dict(A=['a'], B=['b'])),
+                      nets=dict(perceptual=dict(metrics={'trained': 50.0, 'random': [10.0],
+                                                         'accuracy/top1': 60.0}),
+                                judge=dict(metrics={'accuracy/top1': 60.0})))
+    monkeypatch.setattr(study_tables, 'chance_levels', lambda study, r: res[r]['chance'])
+    monkeypatch.setattr(study_tables, 'reconstruction_grid',
+                        lambda study, res: str(tmp_path / 'grid.png'))
     load = dict(cpus=2, start=(0.1, 0, 0), end=(1.0, 0, 0))
-    report = tool.write_report(study, res, 'test', 60.0, load)
+    report = study_tables.write_report(study, res, 'test', 60.0, load)
     assert check_report(report.read_text()) == [] and CONCLUSIONS_INTRO in report.read_text()
-    tables, lines = tool.report_tables(study, res, chance)
-    lines = [c.replace("excludes 0 in the paper's direction", 'includes 0') for c in lines]
-    monkeypatch.setattr(tool, 'report_tables', lambda study, res, chance: (tables, lines))
+    tables, body, data = study_tables.report_tables(study, res)
+    body = [c.replace("excludes 0 in the paper's direction", 'includes 0') for c in body]
+    monkeypatch.setattr(study_tables, 'report_tables', lambda study, res: (tables, body, data))
     with pytest.raises(SystemExit) as exit_:
-        tool.write_report(study, res, 'test', 60.0, load)
+        study_tables.write_report(study, res, 'test', 60.0, load)
     assert exit_.value.code not in (0, None) and str(report) in exit_.value.code
+
+
+def test_pair_agreement_counts_equal_codes_position_by_position():
+    import torch
+
+    from peco_mm.tooling.code_agreement import pair_agreement
+
+    class BinCodes:  # a 2x2 grid of codes: the brightness bin of each 4x4 patch's mean
+        def encode(self, x, bf16=None):
+            means = x.mean(1).unflatten(1, (2, 4)).unflatten(3, (2, 4)).mean((2, 4))
+            return torch.bucketize(means, torch.tensor([-0.5, 0.0, 0.5]))
+    a = torch.full((2, 3, 8, 8), 0.7)
+    a[1] = -0.7
+    b = a.clone()
+    b[1, :, :, 4:] = 0.7  # the second pair differs in its right column of codes
+    codes = BinCodes()
+    assert pair_agreement(codes, a, a) == 1.0
+    assert pair_agreement(codes, a, b, batch_size=1) == 6 / 8  # 4 + 2 of 8 codes agree
+    with pytest.raises(ValueError, match=r'shapes \(2, 3, 8, 8\) and \(1, 3, 8, 8\)'):
+        pair_agreement(codes, a, a[:1])
 
 
 def test_knn_accuracy_is_leave_one_out_under_cosine_similarity():
@@ -345,63 +422,166 @@ def test_trained_and_random_twins_of_a_converted_classifier(tmp_path):
     assert not torch.allclose(feats[0], feats[1])  # and from the trained weights
 
 
-def test_supervised_perceptual_network_feeds_the_tokenizers(tmp_path):
-    """--perceptual supervised: a ViT trained on the judge split (seed 1) is converted and
-    becomes the tokenizers' perceptual network, in place of MoCo v3; the judge (seed 0),
-    converted too, measures their perceptual distance (quick profile, 2 steps)."""
-    from mmengine.config import Config
+def test_perceptual_network_never_reads_a_held_out_label(tmp_path):
+    """The supervised perceptual network's config, as the study trains it, reads labelled
+    images of the classes A only (train and validation); the judge and every downstream run
+    read B only; the tokenizers are tested on B's test half."""
+    from mmpretrain.registry import DATASETS
 
     from tests.conftest import load_tool
+    from peco_mm.tooling.shape_world import read_classes
     study_tool = load_tool('study')
-    study = study_tool.Study(str(tmp_path), 'quick', seeds=1, perceptual='supervised')
-    assert [r[0] for r in study.plan.runs[:3]] == ['supervised', 'judge', 'tokenizer_lambda0_seed0']
-    study_tool.stage_world(study)
-    nets = study_tool.stage_networks(study)
-    loss, measure = nets['loss_net']['metrics'], nets['measure']['metrics']
-    assert nets['loss_net'] is nets['supervised'] and nets['measure'] is nets['judge']
-    assert 'mocov3' not in nets and 'mocov3_measure' not in nets
-    assert Path(loss['pecovit']).is_file() and 0 <= loss['trained'] <= 100
-    assert Path(measure['pecovit']).is_file() and measure['pecovit'] != loss['pecovit']
-    assert 'accuracy/top1' in loss and len(loss['random']) == 3
-    assert 'accuracy/top1' in measure and len(measure['random']) == 3
-    assert Config.fromfile(nets['supervised']['config']).randomness.seed == 1
-    assert Config.fromfile(nets['judge']['config']).randomness.seed == 0
-    toks = study_tool.stage_tokenizers(study, nets)
-    for (lam, seed), res in toks.items():
-        cfg = Config.fromfile(res['config'])
-        assert cfg.model.perceptual.checkpoint == loss['pecovit']
-        assert cfg.test_evaluator.perceptual.checkpoint == measure['pecovit']
-        assert 'tokenizer/codeword_probe_acc' in res['metrics']
+    study = study_tool.Study(str(tmp_path), 'quick', replicates=1)
+    study.change(n_pretrain=4)
+    study_tool.stage_world(study, 0)
+    classes = read_classes(tmp_path / 'rep0' / 'world')
+
+    cfgs = {run: study.run_config(f'rep0/{run}')[1]
+            for run in ('perceptual', 'judge', 'cls_peco', 'cls_pixel')}
+
+    def read(run, loader):
+        ds = DATASETS.build(dict(cfgs[run][loader].dataset, lazy_init=False))
+        return {ds.CLASSES[ds.get_data_info(i)['gt_label']] for i in range(len(ds))}
+    for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
+        seen = read('perceptual', loader)
+        assert seen == set(classes['A']) and not seen & set(classes['B'])
+    for run in ('judge', 'cls_peco', 'cls_pixel'):
+        assert read(run, 'train_dataloader') == set(classes['B'])
+    assert read('judge', 'test_dataloader') == set(classes['B'])
+    tok = study.run_config('rep0/tokenizer_lambda1')[1]
+    assert tok.test_dataloader.dataset.data_prefix == 'test'
+    assert tok.test_dataloader.dataset.data_root == str(tmp_path / 'rep0' / 'world' / 'cls')
+
+
+def test_no_run_of_a_replicate_reads_another_replicates_world_or_networks(tmp_path):
+    """Replicate r writes only under rep<r>/, draws its world with seed r and seeds every
+    run with r; the stages hand each run only its own replicate's checkpoints."""
+    from tests.conftest import load_tool
+    study_tool = load_tool('study')
+    study = study_tool.Study(str(tmp_path), 'full')
+    assert study.replicates == list(range(8))
+    runs = [d for d, *_ in study.plan.runs]
+    assert len(runs) == len(set(runs)) == 8 * len(study.runs(0))
+    for r in study.replicates:
+        assert all(d.startswith(f'rep{r}/') for d, *_ in study.runs(r))
+    calls = {}
+
+    def record(run_dir, options=None, evaluate=None):
+        calls[run_dir] = dict(options or {})
+        return dict(ckpt=f'{tmp_path}/{run_dir}/last.pth', config=f'{run_dir}/c.py',
+                    metrics=dict(pecovit=f'{tmp_path}/{run_dir}/net.pth'))
+    study.run = record
+    for r in (0, 3):
+        nets = {k: record(study.rep(r, k)) for k in ('perceptual', 'judge', 'random')}
+        toks = study_tool.stage_tokenizers(study, r, nets)
+        study_tool.stage_downstream(study, r, study_tool.stage_pretrain(study, r, toks))
+    for run_dir, opts in calls.items():
+        r = run_dir.split('/')[0]
+        paths = [v for v in opts.values() if isinstance(v, str) and '/' in v]
+        assert all(f'/{r}/' in v or v.startswith(f'{r}/') for v in paths), (run_dir, opts)
+    assert calls['rep3/tokenizer_random']['model.perceptual.checkpoint'] == \
+        f'{tmp_path}/rep3/random/net.pth'
+    cfg = study.run_config('rep3/pretrain_peco')[1]
+    assert cfg.randomness.seed == 3
+    assert cfg.train_dataloader.dataset.data_root.startswith(str(tmp_path / 'rep3'))
+
+
+def test_scratch_rows_have_their_own_recipe_and_a_compute_matched_schedule(tmp_path):
+    from tests.conftest import load_tool
+    study_tool = load_tool('study')
+    study = study_tool.Study(str(tmp_path), 'demo')
+    it = study.p['iters']
+    runs = {d.split('/')[1]: (c, n) for d, c, _, n in study.runs(0)}
+    assert runs['cls_scratch'] == ('finetune_vit_tiny_world_scratch.py', it['cls'])
+    assert runs['cls_scratch_matched'][1] == it['cls'] + it['pretrain']
+    assert runs['seg_scratch_matched'] == ('upernet_vit_tiny_world_scratch.py',
+                                           it['seg'] + it['pretrain'])
+    scratch = study.run_config('rep0/cls_scratch')[1]
+    peco = study.run_config('rep0/cls_peco')[1]
+    assert scratch.model.backbone.init_cfg is None
+    assert scratch.optim_wrapper.paramwise_cfg.layer_decay_rate == 1.0
+    assert peco.optim_wrapper.paramwise_cfg.layer_decay_rate == 0.65
+    assert scratch.optim_wrapper.optimizer.lr != peco.optim_wrapper.optimizer.lr
+    # --perceptual mocov3: the loss's network learns without labels (the judge is unchanged)
+    moco = study_tool.Study(str(tmp_path), 'full', perceptual='mocov3')
+    assert moco.runs(5)[:2] == [('rep5/perceptual', 'mocov3_vit_tiny_world.py', 'mocov3', 900),
+                                ('rep5/judge', 'judge_resnet_world.py', 'judge', 400)]
     with pytest.raises(ValueError, match="perceptual='vgg'"):
         study_tool.Study(str(tmp_path), 'quick', perceptual='vgg')
 
 
-def test_upright_world_and_stage_iterations_from_the_command_line(tmp_path):
-    """--no-rotation draws the study's world upright (and a world written with rotation is
-    not reused for it); --iters replaces stages' schedules, and a typo is refused."""
+def test_command_line_replicates_iterations_and_jobs(tmp_path, monkeypatch):
+    """--iters replaces stages' schedules and a typo is refused; --jobs N starts N processes
+    of the tool, each on its own replicates, none with --jobs N again."""
     from tests.conftest import load_tool
     study_tool = load_tool('study')
     args = study_tool.parse_args(['--profile', 'quick', '--no-rotation',
-                                  '--iters', 'mocov3=5,tokenizer=3'])
-    assert args.rotation is False and args.iters == dict(mocov3=5, tokenizer=3)
-    assert study_tool.parse_args(['--rotation']).rotation is True
-    assert study_tool.parse_args([]).rotation is None  # the profile's
-    assert study_tool.PROFILES['full']['rotate'] is False  # where MoCo v3 learns shape
-    for bad in ('mocov=5', 'mocov3=0', 'mocov3', 'tokenizer=x'):
+                                  '--iters', 'perceptual=5,tokenizer=3', '--jobs', '3'])
+    assert args.rotation is False and args.iters == dict(perceptual=5, tokenizer=3)
+    assert study_tool.parse_args(['--only-replicates', '1,4']).only_replicates == [1, 4]
+    for bad in (['--iters', 'percep=5'], ['--iters', 'tokenizer=0'], ['--jobs', '0'],
+                ['--only-replicates', 'x'], ['--replicates', '0']):
         with pytest.raises(SystemExit):
-            study_tool.parse_args(['--iters', bad])
-    study = study_tool.Study(str(tmp_path), 'quick', seeds=1)
-    study.p = dict(study.p, n_pretrain=8, val_per_class=1, judge_per_class=1)
-    rotated = study_tool.stage_world(study)
-    assert 'rotate' not in rotated  # the recorded settings of worlds written before
-    before = np.asarray(Image.open(next((tmp_path / 'world' / 'pretrain').rglob('*.png'))))
-    study.change(iters=args.iters, rotate=False)
-    assert study.p['iters']['mocov3'] == 5 and study.p['iters']['judge'] == 2
-    assert study_tool.stage_world(study) == dict(rotated, rotate=False)
-    after = np.asarray(Image.open(next((tmp_path / 'world' / 'pretrain').rglob('*.png'))))
-    assert not np.array_equal(before, after)  # rewritten upright, not kept
-    cfg = study.config('mocov3_vit_tiny_world.py', 'mocov3', 0)
-    assert cfg.train_cfg.max_iters == 5
-    # the recipe's colour shortcut is removed (see the config)
-    jitter = cfg.train_pipeline[1].transforms[0][1]
-    assert jitter.transforms[0].hue == 0.5 and cfg.train_pipeline[1].transforms[0][2].prob == 0.5
+            study_tool.parse_args(bad)
+    started = []
+
+    class Proc:
+        def __init__(self, cmd):
+            started.append(cmd)
+
+        def wait(self):
+            return 0
+    monkeypatch.setattr(study_tool.subprocess, 'Popen', Proc)
+    argv = study_tool.strip_jobs(['--profile', 'demo', '--jobs', '3', '--device', 'cuda'])
+    assert argv == ['--profile', 'demo', '--device', 'cuda']
+    study_tool.run_jobs(argv, list(range(8)), 3)
+    assert [c[c.index('--only-replicates') + 1] for c in started] == ['0,3,6', '1,4,7', '2,5']
+    assert all(c.count('--jobs') == 1 and c[c.index('--jobs') + 1] == '1' for c in started)
+
+
+def test_geometry_pair_views_take_the_second_view_from_the_partner_file(tmp_path):
+    """View 1 is the loaded image through the first pipeline, view 2 the same-named file of
+    the sibling folder through the second; a missing partner is named."""
+    import mmcv
+    from mmcv.transforms import LoadImageFromFile
+
+    from peco_mm.datasets.pair_views import GeometryPairViews
+    from peco_mm.tooling.shape_world import write_pairs
+    root = tmp_path / 'a'  # a folder named like the first side above the pairs' root
+    write_pairs(root, 2, 32, seed=0, held_out=False, inner='unlabeled')
+    keep = [dict(type='RandomFlip', prob=0.0)]
+    t = GeometryPairViews(transforms=[keep, keep])
+    out = t(LoadImageFromFile()(dict(img_path=str(root / 'a' / 'unlabeled' / '00001.png'))))
+    a, b = (mmcv.imread(str(root / s / 'unlabeled' / '00001.png')) for s in 'ab')
+    assert np.array_equal(out['img'][0], a) and np.array_equal(out['img'][1], b)
+    assert not np.array_equal(a, b)
+    (root / 'b' / 'unlabeled' / '00000.png').unlink()
+    with pytest.raises(FileNotFoundError, match=r'00000.png has no partner file .*a/b/unl'):
+        t(LoadImageFromFile()(dict(img_path=str(root / 'a' / 'unlabeled' / '00000.png'))))
+    with pytest.raises(ValueError, match='expected 2'):
+        GeometryPairViews(transforms=[keep])
+    with pytest.raises(ValueError, match='two different folders'):
+        GeometryPairViews(transforms=[keep, keep], pair_dirs=('a', 'a'))
+
+
+def test_pairs_perceptual_network_reads_unlabeled_geometry_pairs(tmp_path):
+    """--perceptual pairs: the world gains unlabeled training pairs of all classes under the
+    training nuisances, and the network's two views come from the two files of a pair."""
+    from mmengine.registry import DefaultScope
+    from mmpretrain.registry import DATASETS
+
+    from tests.conftest import load_tool
+    study_tool = load_tool('study')
+    study = study_tool.Study(str(tmp_path), 'quick', replicates=1, perceptual='pairs')
+    study.change(n_pretrain=4)
+    assert study.runs(0)[0][1] == 'mocov3_pairs_vit_tiny_world.py'
+    assert study_tool.stage_world(study, 0)['n_train_pairs'] == 4
+    pairs = tmp_path / 'rep0' / 'world' / 'pretrain_pairs'
+    assert len(list((pairs / 'b' / 'unlabeled').glob('*.png'))) == 4
+    cfg = study.run_config('rep0/perceptual')[1].train_dataloader.dataset
+    assert cfg.with_label is False
+    with DefaultScope.overwrite_default_scope('mmpretrain'):
+        ds = DATASETS.build(cfg)
+        sample = ds[0]
+    assert ds.get_data_info(0)['img_path'].startswith(str(pairs / 'a'))
+    assert len(sample['inputs']) == 2 and sample['inputs'][0].shape == (3, 32, 32)
