@@ -33,18 +33,45 @@ import sys
 import time
 from pathlib import Path
 
+sys.path.append(str(Path(__file__).resolve().parent))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from peco_mm.tooling.study_runs import (CONFIG_ROOT, COST, INITS, PERCEPTUAL,  # noqa: E402
-                                        PROFILES, Study, set_schedule)
-from peco_mm.tooling.study_stages import (run_replicate, stage_downstream,  # noqa: E402
-                                          stage_networks, stage_pretrain, stage_tokenizers,
-                                          stage_world)
-from peco_mm.tooling.study_tables import T4, T10, T23, report_tables, write_report  # noqa
+# the study's parts, imported on first use (`--help` imports neither peco_mm nor torch)
+PARTS = {'peco_mm.tooling.study_runs': ('INITS', 'Study', 'set_schedule'),
+         'peco_mm.tooling.study_stages': ('run_replicate', 'stage_world', 'stage_networks',
+                                          'stage_tokenizers', 'stage_pretrain',
+                                          'stage_downstream'),
+         'peco_mm.tooling.study_tables': ('T4', 'T10', 'T23', 'report_tables', 'write_report')}
+__all__ = ['COST', 'PROFILES', *(n for names in PARTS.values() for n in names)]
 
-__all__ = ['COST', 'INITS', 'PROFILES', 'Study', 'set_schedule', 'stage_world',
-           'stage_networks', 'stage_tokenizers', 'stage_pretrain', 'stage_downstream',
-           'report_tables', 'write_report', 'T4', 'T10', 'T23']
+
+def read_profiles():
+    """peco_mm/tooling/study_profiles.py (plain data, standard library only) read as a file,
+    not through the peco_mm package, whose import brings torch."""
+    import importlib.util
+    path = ROOT / 'peco_mm' / 'tooling' / 'study_profiles.py'
+    spec = importlib.util.spec_from_file_location('peco_mm_study_profiles', path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+PROFILE_DATA = read_profiles()
+CONFIG_ROOT, COST, PERCEPTUAL, PROFILES = (PROFILE_DATA.CONFIG_ROOT, PROFILE_DATA.COST,
+                                           PROFILE_DATA.PERCEPTUAL, PROFILE_DATA.PROFILES)
+
+
+def __getattr__(name: str):
+    """The study's parts (Study, the stages, the report) as attributes of this tool."""
+    import importlib
+    for module, names in PARTS.items():
+        if name in names:
+            return getattr(importlib.import_module(module), name)
+    raise AttributeError(f'tools/study.py has no attribute {name!r}')
+
+
 EPILOG = """examples:
   tools/study.py                                  # the full profile, work_dirs/study
   tools/study.py --profile demo --work-dir work_dirs/demo    # what `make demo` runs
@@ -176,6 +203,9 @@ def main(argv=None) -> Path:
     warnings.filterwarnings('ignore')
     import peco_mm  # noqa: F401
     from peco_mm.engine.console import fmt_time
+    from peco_mm.tooling.study_runs import Study
+    from peco_mm.tooling.study_stages import run_replicate
+    from peco_mm.tooling.study_tables import write_report
     study = Study(args.work_dir, args.profile, args.replicates, args.perceptual,
                   args.bf16_targets)
     study.change(n_pretrain=args.n_pretrain, val_per_class=args.val_per_class,

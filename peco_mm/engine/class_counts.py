@@ -10,7 +10,8 @@ datasets, make)` compares, before anything is built,
   line), else the class folders of a folder-layout classification set, else the host's
   default (mmpretrain's ImageNet 1000, mmseg's ADE20K 150, mmdet's COCO 80);
 - with every classifier head's `num_classes`: mmpretrain's `model.head` of an
-  ImageClassifier (and `data_preprocessor.num_classes`, used by Mixup / CutMix), mmseg's
+  ImageClassifier (and `data_preprocessor.num_classes` where Mixup / CutMix or one-hot
+  targets read it), mmseg's
   `decode_head` / `auxiliary_head`, mmdet's `roi_head.bbox_head` / `mask_head`;
 
 and names the keys to change. Standard library only (run by the launcher before torch).
@@ -30,8 +31,9 @@ def head_counts(cfg) -> list[tuple[str, int]]:
     if cfg.get('default_scope') == 'mmpretrain':
         if str(model.get('type', '')).split('.')[-1] == 'ImageClassifier':
             out.append(('model.head', (model.get('head') or {}).get('num_classes')))
-            out.append(('data_preprocessor', (cfg.get('data_preprocessor') or {}).get(
-                'num_classes')))
+            prep = cfg.get('data_preprocessor') or {}
+            if uses_one_hot(model, prep):  # else its num_classes is never read
+                out.append(('data_preprocessor', prep.get('num_classes')))
     elif cfg.get('default_scope') == 'mmseg':
         out += [(f'model.{k}', (model.get(k) or {}).get('num_classes'))
                 for k in ('decode_head', 'auxiliary_head') if isinstance(model.get(k), dict)]
@@ -44,6 +46,14 @@ def head_counts(cfg) -> list[tuple[str, int]]:
                                                   else '')
                 out.append((key, head.get('num_classes') if isinstance(head, dict) else None))
     return [(f'{k}.num_classes', n) for k, n in out if isinstance(n, int)]
+
+
+def uses_one_hot(model, prep) -> bool:
+    """Whether mmpretrain's ClsDataPreprocessor makes one-hot targets of `num_classes`: with
+    batch augments (Mixup / CutMix, from `model.train_cfg.augments` or its own) or
+    `to_onehot`."""
+    augments = (model.get('train_cfg') or {}).get('augments') or prep.get('batch_augments')
+    return bool(augments or prep.get('to_onehot'))
 
 
 def declared_classes(ds) -> int | None:

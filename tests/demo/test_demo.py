@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from peco_mm.tooling.study_report import ENDPOINTS
 from tests.conftest import ROOT, load_tool, run_tool
 
 SECTIONS = ['## Stage checks', '**Table 4: tokenizers**',
-            '**Tables 2-3: pretraining and downstream**', '## Primary endpoints',
-            '## Secondary comparisons', '## Reconstructions']
+            '**Tables 2-3: pretraining and downstream**', '## Conclusions',
+            f'**{ENDPOINTS}**', '## Reconstructions']
 RUNS_PER_REPLICATE = 2 + 3 + 2 + 2 * 2  # networks, tokenizers, pretraining, 2 rows x 2 tasks
 
 
@@ -130,7 +131,7 @@ def test_a_second_call_keeps_every_finished_run(quick_study):
     assert log.count('finished earlier, kept') == 2 * RUNS_PER_REPLICATE
     assert 'Iter(train)' not in log
     after = (wd / 'report.md').read_text()
-    assert after.split('## Primary endpoints')[1] == before.split('## Primary endpoints')[1]
+    assert after.split('## Conclusions')[1] == before.split('## Conclusions')[1]
 
 
 def test_bf16_targets_row_pretrains_on_the_same_tokenizer_in_bf16(tmp_path, monkeypatch):

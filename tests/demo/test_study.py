@@ -426,6 +426,7 @@ def test_perceptual_network_never_reads_a_held_out_label(tmp_path):
     """The supervised perceptual network's config, as the study trains it, reads labelled
     images of the classes A only (train and validation); the judge and every downstream run
     read B only; the tokenizers are tested on B's test half."""
+    from mmengine.registry import DefaultScope
     from mmpretrain.registry import DATASETS
 
     from tests.conftest import load_tool
@@ -440,7 +441,8 @@ def test_perceptual_network_never_reads_a_held_out_label(tmp_path):
             for run in ('perceptual', 'judge', 'cls_peco', 'cls_pixel')}
 
     def read(run, loader):
-        ds = DATASETS.build(dict(cfgs[run][loader].dataset, lazy_init=False))
+        with DefaultScope.overwrite_default_scope('mmpretrain'):  # whatever ran before
+            ds = DATASETS.build(dict(cfgs[run][loader].dataset, lazy_init=False))
         return {ds.CLASSES[ds.get_data_info(i)['gt_label']] for i in range(len(ds))}
     for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
         seen = read('perceptual', loader)

@@ -242,6 +242,27 @@ def test_an_imagenet_subset_is_named_with_its_class_file_fix(in_tmp):
     assert not [p for p in preflight.find_problems(cfg) if 'classes' in p.key]
 
 
+def test_the_preprocessor_class_count_is_checked_only_where_it_is_read(in_tmp):
+    """data_preprocessor.num_classes matters only for one-hot targets (Mixup / CutMix): a
+    linear probe without them, its head set to the subset's 3 classes, passes; with Mixup the
+    preprocessor's 1000 is named."""
+    for split in ('train', 'val'):
+        for name in ('n01', 'n02', 'n03'):
+            (in_tmp / 'data' / 'imagenet' / split / name).mkdir(parents=True)
+    (in_tmp / 'classes.txt').write_text('n01\nn02\nn03\n')
+    options = {f'{k}.dataset.classes': 'classes.txt'
+               for k in ('train_dataloader', 'val_dataloader', 'test_dataloader')}
+    options['model.head.num_classes'] = 3
+    cfg = preflight.load(str(CFG / 'linear_vitb_in1k.py'), options)
+    assert cfg.data_preprocessor.num_classes == 1000
+    assert not [p for p in preflight.find_problems(cfg) if 'classes' in p.key]
+    cfg = preflight.load(str(CFG / 'linear_vitb_in1k.py'),
+                         dict(options, **{'model.train_cfg': dict(augments=[
+                             dict(type='Mixup', alpha=0.8)])}))
+    assert [p.key for p in preflight.find_problems(cfg) if 'classes' in p.key] == [
+        'data_preprocessor.num_classes']
+
+
 @pytest.mark.parametrize('name, options, key, message', [
     ('upernet_vitb_ade20k.py', {'model.decode_head.num_classes': 88},
      'model.decode_head.num_classes',

@@ -1,0 +1,31 @@
+"""The study's profiles (tools/study.py, `make demo`) as plain data: their replicates, world
+sizes, lambdas, downstream rows and iterations per stage, the stages' relative costs and the
+perceptual networks. Standard library only and no import of its own, so that `tools/study.py
+--help` can read it as a file without importing peco_mm (and torch); study_runs.py re-exports
+every name.
+"""
+CONFIG_ROOT = 'work_dirs/study'  # where configs/study/* read and write; moved per replicate
+
+_WORLD = dict(per_class=10, held_out=5, rotate=False)
+# per profile: replicates, world sizes, lambdas, the downstream rows, iterations per stage
+PROFILES = {
+    'full': dict(_WORLD, replicates=8, lambdas=(0.0, 1.0), perceptual='supervised',
+                 n_pretrain=5000, val_per_class=30, judge_per_class=300, n_pairs=200,
+                 inits=('peco', 'pixel', 'scratch', 'scratch_matched'),
+                 iters=dict(perceptual=600, mocov3=900, judge=400, tokenizer=200,
+                            pretrain=250, cls=240, seg=200)),
+    'demo': dict(_WORLD, replicates=3, lambdas=(0.0, 1.0), perceptual='supervised',
+                 n_pretrain=2000, val_per_class=20, judge_per_class=300, n_pairs=100,
+                 inits=('peco', 'pixel', 'scratch', 'scratch_matched'),
+                 iters=dict(perceptual=400, mocov3=150, judge=200, tokenizer=60,
+                            pretrain=80, cls=160, seg=120)),
+    'quick': dict(_WORLD, replicates=2, lambdas=(0.0, 1.0), perceptual='supervised',
+                  n_pretrain=40, val_per_class=2, judge_per_class=2, n_pairs=6, per_class=2,
+                  inits=('peco', 'pixel'),  # the scratch rows: tests of the plan
+                  iters=dict(perceptual=2, mocov3=2, judge=2, tokenizer=2, pretrain=2, cls=2,
+                             seg=2)),
+}
+# relative seconds per iteration of each stage, for the ETA before any run has finished
+COST = dict(perceptual=0.35, mocov3=1.0, judge=0.5, tokenizer=1.0, pretrain=0.8, cls=0.2,
+            seg=0.35)
+PERCEPTUAL = ('supervised', 'mocov3', 'pairs')
