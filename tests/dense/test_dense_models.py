@@ -10,6 +10,7 @@ from mmengine.config import Config, DictAction
 from mmengine.model import convert_sync_batchnorm, revert_sync_batchnorm
 from mmengine.optim import build_optim_wrapper
 from mmengine.registry import init_default_scope
+from mmengine.runner.checkpoint import load_state_dict
 
 import peco_mm  # noqa: F401
 from peco_mm.engine.launch import cpu_mixed_precision
@@ -110,8 +111,8 @@ def test_adapter_is_mmseg_feature2pyramid(norm):
 
 def test_files_with_the_old_adapter_names_load():
     """Weights saved under the adapter's former names (`branches.0.*` the 4x stack,
-    `branches.1.*` the 2x conv) load, alone and inside PeCoViT, and give Feature2Pyramid's
-    outputs for those weights."""
+    `branches.1.*` the 2x conv) load, alone (torch's loader) and inside PeCoViT (mmengine's),
+    and give Feature2Pyramid's outputs for those weights."""
     ref = _feature2pyramid(64, dict(type='BN'))
     old = {k.replace('upsample_4x.', 'branches.0.').replace('upsample_2x.0.', 'branches.1.'): v
            for k, v in ref.state_dict().items()}
@@ -128,7 +129,8 @@ def test_files_with_the_old_adapter_names_load():
     vit = PeCoViT(arch=TINY_ARCH, img_size=64, out_type='featmap', final_norm=False,
                   pyramid=dict(norm_cfg=dict(type='BN'))).eval()
     sd = {k: v for k, v in vit.state_dict().items() if not k.startswith('pyramid.')}
-    vit.load_state_dict({**sd, **{f'pyramid.{k}': v for k, v in old.items()}})
+    # mmengine's loader (load_from, resume, init_cfg), strict: nothing missing or left over
+    load_state_dict(vit, {**sd, **{f'pyramid.{k}': v for k, v in old.items()}}, strict=True)
     torch.testing.assert_close(vit.pyramid.upsample_2x[0].weight, ref.upsample_2x[0].weight)
     torch.testing.assert_close(vit.pyramid.upsample_4x[1].running_var,
                                ref.upsample_4x[1].running_var)
