@@ -44,6 +44,7 @@ HOST_MODULES: dict[str, tuple[str, str, tuple[str, ...]]] = {
                                          ('OneViewTwoNormDataPreprocessor',)),
     'peco_mm.models.peco_mae': ('mmpretrain', 'MODELS', ('PeCoMAE', 'PeCoMAEDecoder')),
     'peco_mm.models.reconstruction_vit': ('mmpretrain', 'MODELS', ('ReconstructionViT',)),
+    'peco_mm.models.pyramid_adapter': ('mmseg', 'MODELS', ('ViTPyramidAdapter',)),
     'peco_mm.datasets.coco_checks': ('mmdet', 'DATASETS', ('CheckedCocoDataset',)),
     'peco_mm.models.video_head': ('mmaction', 'MODELS', ('TimeSformerHeadFP32',)),
 }

@@ -130,9 +130,9 @@ def evaluate(model, loader, eps: float, iters: int, alpha: float | None, momentu
              max_batches: int | None = None, progress: bool = True) -> dict:
     """Top-1 (%) clean and under each attack, summed over all processes."""
     import torch
+    from mmengine.dist import all_reduce_dict
     from tqdm import tqdm
 
-    from peco_mm.utils.distributed import sum_over_ranks
     correct = dict(clean=0, bim=0, mifgsm=0)
     total = 0
     n = len(loader) if max_batches is None else min(max_batches, len(loader))
@@ -155,8 +155,8 @@ def evaluate(model, loader, eps: float, iters: int, alpha: float | None, momentu
         bar.update()
         bar.set_postfix({k: f'{100 * v / total:.1f}%' for k, v in correct.items()})
     bar.close()
-    device = next(model.parameters()).device
-    summed = sum_over_ranks(dict(total=total, **correct), str(device))
+    summed = {k: torch.tensor(v) for k, v in dict(total=total, **correct).items()}  # int64
+    all_reduce_dict(summed, op='sum')  # over all processes (a no-op in one)
     total = int(summed.pop('total'))
     correct = {k: int(v) for k, v in summed.items()}
     if total == 0:

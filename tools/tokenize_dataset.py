@@ -113,7 +113,7 @@ def prepare_parts(parts: str, expected: dict, rank: int) -> None:
     """Create OUT.parts/ with its manifest, or check that an existing one is this job's."""
     import json
 
-    from peco_mm.utils.distributed import barrier
+    from mmengine.dist import barrier
     path = osp.join(parts, 'manifest.json')
     if rank == 0:
         os.makedirs(parts, exist_ok=True)
@@ -157,10 +157,11 @@ def main(argv=None):
     args = parse_args(argv)
     sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
     import numpy as np
+    from mmengine.dist import barrier
     from tqdm import tqdm
 
     from peco_mm.tokenizer import FrozenPeCoTokenizer
-    from peco_mm.utils.distributed import barrier, finish, init_from_env
+    from peco_mm.utils.distributed import finish, init_from_env
     from peco_mm.utils.image import find_images
     rank, world, device = init_from_env(args.device)
     try:

@@ -32,7 +32,6 @@ from ..layers import Block, RelativePositionBias, resize_pos_embed
 from ..layers.patch_embed import PatchEmbed
 from ..layers.pos_embed import fit_position_tables, patch_grid
 from ..registry import MODELS
-from .pyramid_adapter import ViTPyramidAdapter
 from .pretrained import load_pretrained
 from .vit_config import (ARCH_KEYS, check_choices, pretrained_init_cfg, resolve_arch,
                          resolve_out_indices)
@@ -132,6 +131,7 @@ class PeCoViT(BaseModule):
                            layer_scale_init_value, norm_eps, rel_pos_bias, final_norm)
         self.pyramid = None
         if pyramid is not None:
+            from .pyramid_adapter import ViTPyramidAdapter  # imports mmseg
             self.pyramid = ViTPyramidAdapter(in_channels=embed_dims, **pyramid)
         self._freeze_stages()
         # every load_state_dict (also of a model holding this one) fits the tables first

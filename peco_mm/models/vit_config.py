@@ -6,7 +6,6 @@ import difflib
 from typing import Sequence
 
 from ..layers.attention import QKV_BIAS_CHOICES
-from .pyramid_adapter import default_pyramid_indices
 
 ARCH_ZOO: dict[str, dict] = {
     'tiny': dict(embed_dims=192, num_layers=12, num_heads=3, mlp_ratio=4.0),
@@ -71,6 +70,11 @@ def check_choices(qkv_bias: str, rel_pos_bias: str, out_type: str, patch_size: i
         raise ValueError(f'patch_size={patch_size} must be positive')
     if img_size[0] % patch_size or img_size[1] % patch_size:
         raise ValueError(f'img_size={img_size} is not divisible by patch_size={patch_size}')
+
+
+def default_pyramid_indices(num_layers: int) -> tuple[int, int, int, int]:
+    """Blocks feeding the four scales: 4/6/8/12 of 12 (1-based), scaled for ViT-L/H."""
+    return tuple(round(num_layers * f) - 1 for f in (4 / 12, 6 / 12, 8 / 12, 1.0))
 
 
 def resolve_out_indices(out_indices: int | Sequence[int] | None, num_layers: int,

@@ -10,6 +10,7 @@ from mmengine.config import Config, DictAction
 from mmengine.model import convert_sync_batchnorm, revert_sync_batchnorm
 from mmengine.optim import build_optim_wrapper
 from mmengine.registry import init_default_scope
+from mmengine.runner.checkpoint import load_state_dict
 
 import peco_mm  # noqa: F401
 from peco_mm.engine.launch import cpu_mixed_precision
@@ -65,7 +66,7 @@ def test_pyramid_strides_channels_and_values(hw):
     torch.testing.assert_close(outs[2], raw[2])
     torch.testing.assert_close(outs[3], F.max_pool2d(raw[3], 2))
     # 2x up is one transposed conv: output pixel (2i+a, 2j+b) = W[:, :, a, b]^T x(i, j) + bias
-    up = vit.pyramid.branches[1]
+    up = vit.pyramid.upsample_2x[0]
     ref = torch.einsum('bchw,cd->bdhw', raw[1], up.weight[:, :, 1, 0]) + up.bias[:, None, None]
     torch.testing.assert_close(outs[1][:, :, 1::2, 0::2], ref)
 
@@ -82,6 +83,66 @@ def test_standalone_adapter_norms(norm):
     feats = [torch.randn(2, 64, 3, 5) for _ in range(4)]
     shapes = [tuple(o.shape[2:]) for o in neck(feats)]
     assert shapes == [(12, 20), (6, 10), (3, 5), (1, 2)]
+
+
+def _feature2pyramid(width: int, norm: dict):
+    """mmseg's Feature2Pyramid built on its own, with every weight and BN statistic random."""
+    from mmseg.models.necks import Feature2Pyramid
+    torch.manual_seed(1)
+    ref = Feature2Pyramid(width, rescales=[4, 2, 1, 0.5], norm_cfg=norm).eval()
+    for name, t in ref.state_dict().items():
+        if t.is_floating_point():
+            t.copy_(torch.rand_like(t) + 0.5 if 'running_var' in name else torch.randn_like(t))
+    return ref
+
+
+@pytest.mark.parametrize('norm', [dict(type='BN'), dict(type='GN', num_groups=8)])
+def test_adapter_is_mmseg_feature2pyramid(norm):
+    """The adapter takes Feature2Pyramid's weights under its names and gives its outputs."""
+    from mmseg.models.necks import Feature2Pyramid
+    ref = _feature2pyramid(64, norm)
+    neck = ViTPyramidAdapter(in_channels=[64] * 4, norm_cfg=norm).eval()
+    assert isinstance(neck, Feature2Pyramid)
+    neck.load_state_dict(ref.state_dict())  # strict: the same names
+    feats = [torch.randn(2, 64, 3, 5) for _ in range(4)]
+    for got, want in zip(neck(feats), ref(feats)):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+
+
+def test_files_with_the_old_adapter_names_load():
+    """Weights saved under the adapter's former names (`branches.0.*` the 4x stack,
+    `branches.1.*` the 2x conv) load, alone (torch's loader) and inside PeCoViT (mmengine's),
+    and give Feature2Pyramid's outputs for those weights."""
+    ref = _feature2pyramid(64, dict(type='BN'))
+    old = {k.replace('upsample_4x.', 'branches.0.').replace('upsample_2x.0.', 'branches.1.'): v
+           for k, v in ref.state_dict().items()}
+    assert sorted(old) == sorted(
+        ['branches.0.0.weight', 'branches.0.0.bias', 'branches.0.1.weight',
+         'branches.0.1.bias', 'branches.0.1.running_mean', 'branches.0.1.running_var',
+         'branches.0.1.num_batches_tracked', 'branches.0.3.weight', 'branches.0.3.bias',
+         'branches.1.weight', 'branches.1.bias'])
+    feats = [torch.randn(2, 64, 3, 5) for _ in range(4)]
+    neck = ViTPyramidAdapter(in_channels=64).eval()
+    neck.load_state_dict(old)
+    for got, want in zip(neck(feats), ref(feats)):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)
+    vit = PeCoViT(arch=TINY_ARCH, img_size=64, out_type='featmap', final_norm=False,
+                  pyramid=dict(norm_cfg=dict(type='BN'))).eval()
+    sd = {k: v for k, v in vit.state_dict().items() if not k.startswith('pyramid.')}
+    # mmengine's loader (load_from, resume, init_cfg), strict: nothing missing or left over
+    load_state_dict(vit, {**sd, **{f'pyramid.{k}': v for k, v in old.items()}}, strict=True)
+    torch.testing.assert_close(vit.pyramid.upsample_2x[0].weight, ref.upsample_2x[0].weight)
+    torch.testing.assert_close(vit.pyramid.upsample_4x[1].running_var,
+                               ref.upsample_4x[1].running_var)
+
+
+@pytest.mark.parametrize('kwargs,match', [
+    (dict(scales=(4, 2, 1)), r'scales=\(4, 2, 1\); allowed: \(4, 2, 1, 0.5\)'),
+    (dict(norm_cfg=dict(type='LN')), "norm_cfg type='LN'; allowed"),
+    (dict(in_channels=[64, 32, 64, 64]), 'a ViT gives equal widths')])
+def test_adapter_refuses_what_feature2pyramid_cannot_do(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        ViTPyramidAdapter(**{'in_channels': 64, **kwargs})
 
 
 # ---- layer decay for both tasks ------------------------------------------------------------
