@@ -113,7 +113,7 @@ def report_tables(study: Study, res: dict) -> tuple[list[str], list[str], list[d
         a, b = (values(study, res, e['table'], e[k], e['key']) for k in 'ab')
         if None in a + b or not a:
             continue
-        a, b = [round(v, d) for v in a], [round(v, d) for v in b]
+        a, b = ([round(float(v), d) for v in vals] for vals in (a, b))  # as `cell` shows them
         la, lb = row_label(e['table'], e['a']), row_label(e['table'], e['b'])
         conclusions.append(comparison(e['table'], e['column'], la, lb, a, b, e['expect'], d))
         data.append(dict(e, a=la, b=lb, a_values=a, b_values=b, digits=d))

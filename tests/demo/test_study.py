@@ -334,6 +334,22 @@ def test_report_verdicts_are_intervals_and_need_five_replicates(tmp_path):
                if c.startswith('- ['))
 
 
+def test_endpoint_values_are_the_cells_shown_for_numpy_metrics(tmp_path):
+    """A metric recorded as a numpy float32 (mmseg's mIoU) is compared as its table cell shows
+    it: np.float32(34.55) rounds to 34.6 in numpy but is 34.5 as a Python float, and a report
+    comparing the former with the table's latter failed its own check."""
+    from tests.conftest import load_tool
+    study_tool = load_tool('study')
+    study = study_tool.Study(str(tmp_path), 'full', replicates=5)
+    res = fake_results(study)
+    for r in study.replicates:
+        res[r]['downstream'][('seg', 'scratch_matched')]['metrics']['mIoU'] = np.float32(34.55)
+    tables, body, data = study_tool.report_tables(study, res)
+    assert check_report('\n\n'.join(tables) + '\n\n' + '\n'.join(body) + '\n') == []
+    cmp = next(d for d in data if d['column'] == 'mIoU (%)' and 'compute-matched' in d['b'])
+    assert cmp['b_values'] == [34.5] * 5
+
+
 def test_study_exits_when_its_report_contradicts_its_numbers(tmp_path, monkeypatch):
     """The report is checked as it is written: a conclusion that disagrees with its tables
     stops tools/study.py with a non-zero status naming report.md."""
