@@ -232,7 +232,7 @@ def _head(path: str) -> bytes:
 
 def _refusal_reason(err: Exception) -> str:
     """The line of torch's weights-only error that says what it refused, without torch's
-    advice to allow-list it or to load with weights_only=False (either would run it)."""
+    advice to allow-list it or to turn weights-only loading off (either would run it)."""
     lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
     found = [ln for ln in lines if 'GLOBAL' in ln or ln.startswith('Unsupported') or
              'blocked' in ln]
