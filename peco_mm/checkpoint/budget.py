@@ -20,6 +20,7 @@ later recursive walk (repr, copy, comparison) would fail on.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import pickletools
@@ -71,12 +72,10 @@ def pickle_allocations(f, count: int) -> tuple[int, str]:
     from their opcodes on a model of the weights-only unpickler's stack (nothing is run).
     Unreadable opcodes end the count: the unpickler refuses them itself."""
     model = StackModel()
-    try:
+    with contextlib.suppress(ValueError, IndexError, KeyError, EOFError, TypeError):
         for _ in range(count):
             for op, arg, _pos in pickletools.genops(f):
                 model.step(op.name, arg)
-    except (ValueError, IndexError, KeyError, EOFError, TypeError):
-        pass
     return model.total, model.largest
 
 

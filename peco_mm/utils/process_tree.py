@@ -19,6 +19,7 @@ the one that died. The orphaned worker keeps its memory and the launcher's stdou
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -64,12 +65,10 @@ def tie_forked_children() -> bool:
 def children(pid: int) -> list[int]:
     """The live children of `pid` (Linux /proc)."""
     out = []
-    try:
+    with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # it has ended
         for task in os.listdir(f'/proc/{pid}/task'):
             with open(f'/proc/{pid}/task/{task}/children') as f:
                 out += [int(c) for c in f.read().split()]
-    except (FileNotFoundError, ProcessLookupError):
-        pass
     return out
 
 
@@ -93,11 +92,9 @@ def end_descendants(grace_s: float = GRACE_S) -> list[int]:
         if time.monotonic() > deadline:
             sig = signal.SIGKILL
         for pid in left:
-            try:
+            with contextlib.suppress(ProcessLookupError):  # ended in the meantime
                 os.kill(pid, sig)
                 signalled += [] if pid in signalled else [pid]
-            except ProcessLookupError:
-                pass
         time.sleep(0.05)
 
 
