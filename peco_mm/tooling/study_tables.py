@@ -6,7 +6,7 @@ comparison come from peco_mm/tooling/study_report.py.
 """
 from __future__ import annotations
 
-from peco_mm.tooling.study_runs import Study, tok_key
+from peco_mm.tooling.study_runs import Study, plain_number, tok_key
 
 TOK_COLUMNS = [  # (column, metric key, digits, scale)
     ('PSNR (dB)', 'tokenizer/psnr', 2, 1), ('SSIM', 'tokenizer/ssim', 3, 1),
@@ -226,7 +226,7 @@ def write_report(study: Study, res: dict, title: str, seconds: float, load: dict
               f'Work directories (configs as run, logs, checkpoints, each run\'s console.log): '
               f'`{study.wd}`.']
     (study.wd / 'endpoints.json').write_text(json.dumps(
-        dict(replicates=study.replicates, comparisons=data), indent=1))
+        dict(replicates=study.replicates, comparisons=data), indent=1, default=plain_number))
     # checked as written: exits non-zero, naming the file, when a sentence disagrees with
     # its numbers
     return write_checked(study.wd / 'report.md', '\n'.join(lines) + '\n')

@@ -603,3 +603,25 @@ def test_pairs_perceptual_network_reads_unlabeled_geometry_pairs(tmp_path):
         sample = ds[0]
     assert ds.get_data_info(0)['img_path'].startswith(str(pairs / 'a'))
     assert len(sample['inputs']) == 2 and sample['inputs'][0].shape == (3, 32, 32)
+
+
+def test_a_run_keeps_numpy_metrics_as_plain_numbers(tmp_path, monkeypatch):
+    """numpy 2 keeps mmseg's mIoU a float32, which json refuses: the result is still written,
+    with the number, and an object json cannot hold is still refused."""
+    import json
+    from pathlib import Path
+
+    import peco_mm.engine.launch as launch
+    from tests.conftest import load_tool
+    study = load_tool('study').Study(str(tmp_path), 'quick')
+
+    def train(config, work_dir, mode):
+        (Path(work_dir) / 'last_checkpoint').write_text('iter_2.pth')
+    monkeypatch.setattr(launch, 'run', train)
+    res = study.run('rep0/seg_peco', evaluate=lambda res: {'mIoU': np.float32(34.5),
+                                                           'aAcc': np.float64(0.25)})
+    assert res['metrics'] == {'mIoU': 34.5, 'aAcc': 0.25}
+    stored = json.loads((tmp_path / 'rep0' / 'seg_peco' / 'result.json').read_text())
+    assert stored['metrics'] == {'mIoU': 34.5, 'aAcc': 0.25}
+    with pytest.raises(TypeError, match='object is not JSON serializable'):
+        study.run('rep0/seg_pixel', evaluate=lambda res: {'mIoU': object()})
