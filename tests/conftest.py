@@ -65,6 +65,22 @@ def run_tool(args, cwd=ROOT, timeout=600, env=None, check=True):
     return proc
 
 
+def randomize(model, seed: int):
+    """A model with random weights everywhere (tables, tokens, gammas too; LayerNorm weights
+    near 1), in eval mode: weight conversions and exports are compared on weights that no
+    initialisation scheme could make agree by chance."""
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(0.2 * torch.randn(p.shape, generator=g))
+        for m in model.modules():
+            if isinstance(m, torch.nn.LayerNorm):
+                m.weight.add_(1.0)
+    model.eval()  # some hosts override train() without returning self
+    return model
+
+
 def load_tool(name: str):
     """tools/<name>.py imported as a module (the tools are scripts, not a package)."""
     import importlib.util

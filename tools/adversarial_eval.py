@@ -16,7 +16,6 @@ counts are summed; a progress bar shows the batches and the running accuracies.
 from __future__ import annotations
 
 import argparse
-import json
 import os.path as osp
 import sys
 sys.path.append(osp.dirname(osp.realpath(__file__)))  # tools/, however the tool is started
@@ -168,6 +167,7 @@ def evaluate(model, loader, eps: float, iters: int, alpha: float | None, momentu
 def main(argv=None) -> dict:
     args = parse_args(argv)
     sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+    from peco_mm.tooling.tool_runs import save_json
     from peco_mm.utils.distributed import finish, init_from_env
     rank, world, device = init_from_env(args.device)
     model, loader = build(args.config, args.checkpoint, device)
@@ -180,9 +180,7 @@ def main(argv=None) -> dict:
     print(f"{res['images']} images, eps {args.eps:g}/255, {args.iters} iterations: top-1 clean "
           f"{res['top1_clean']:.2f} %, BIM {res['top1_bim']:.2f} %, "
           f"MI-FGSM {res['top1_mifgsm']:.2f} %")
-    if args.out:
-        with open(args.out, 'w') as f:
-            json.dump(res, f, indent=2)
+    save_json(args.out, res, indent=2)
     return res
 
 

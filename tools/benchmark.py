@@ -353,6 +353,7 @@ def run_chain(args) -> tuple[dict, list[str]]:
 def run_gpu_check(args, argv: list[str]) -> dict:
     """The report of peco_mm.tooling.gpu_check, printed and written to --report."""
     from peco_mm.tooling.gpu_check import run_gpu_check as check
+    from peco_mm.tooling.tool_runs import save_json
     res, lines = check(str(ROOT), args.device, args.tokenizer, args.batch, args.steps,
                        args.warmup, args.images, args.smoke, args.distributed_on_cpu,
                        log=lambda msg: print(f'# {msg}', flush=True))
@@ -361,8 +362,7 @@ def run_gpu_check(args, argv: list[str]) -> dict:
     Path(args.report).write_text(text)
     print(text + f'\n(written to {args.report})')
     res['command'] = ['tools/benchmark.py', *argv]
-    if args.out:
-        Path(args.out).write_text(json.dumps(res, indent=1, default=str))
+    save_json(args.out, res)
     if res['failed']:
         sys.exit(f"gpu-check: {len(res['failed'])} section(s) failed: "
                  f"{', '.join(f['section'] for f in res['failed'])} (see {args.report})")
@@ -418,6 +418,7 @@ def main(argv=None) -> dict:
     import torch
 
     import peco_mm  # noqa: F401  (registers peco_mm types)
+    from peco_mm.tooling.tool_runs import save_json
     from peco_mm.utils.malloc import apply_cpu_malloc, resolve_mode
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -432,9 +433,7 @@ def main(argv=None) -> dict:
     print(f"`python tools/benchmark.py {' '.join(argv)}`: {res['device']}, {res['threads']} "
           f"threads, torch {res['torch']}, malloc {malloc}\n")
     print('\n'.join(lines).rstrip())
-    if args.out:
-        with open(args.out, 'w') as f:
-            json.dump(res, f, indent=1, default=str)
+    save_json(args.out, res)
     return res
 
 

@@ -16,16 +16,6 @@
 # PYTHON       the interpreter (default: the repository's .venv, else python)
 # Without CUDA the processes talk over gloo on CPU.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/usage_args.sh" 3 "$@"
-CONFIG=$1
-CKPT=$2
-NPROC=$3
-shift 3
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PY="${PYTHON:-$([[ -x "$ROOT/.venv/bin/python" ]] && echo "$ROOT/.venv/bin/python" || echo python)}"
+source "$(dirname "${BASH_SOURCE[0]}")/usage_args.sh" CONFIG CKPT NPROC -- "$@"
 source "$ROOT/tools/torchrun_args.sh"
-# torchrun under a supervisor that ends every process left when it exits, e.g. the data
-# loader workers of a rank the kernel killed (peco_mm/utils/process_tree.py)
-PYTHONPATH="$ROOT:${PYTHONPATH:-}" exec "$PY" "$ROOT/peco_mm/utils/process_tree.py" \
-  "$PY" -m torch.distributed.run "${TORCHRUN_ARGS[@]}" \
-  --nproc_per_node="$NPROC" "$ROOT/tools/test.py" "$CONFIG" "$CKPT" --launcher pytorch "$@"
+torchrun_tool test.py "$CONFIG" "$CKPT" --launcher pytorch "${ARGS[@]}"

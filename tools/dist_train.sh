@@ -21,19 +21,10 @@
 # error instead of waiting: gloo notices the closed connection, and a rank that hangs is given
 # up after env_cfg.dist_cfg.timeout seconds (set it with --cfg-options).
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/usage_args.sh" 2 "$@"
-CONFIG=$1
-NPROC=$2
-shift 2
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PY="${PYTHON:-$([[ -x "$ROOT/.venv/bin/python" ]] && echo "$ROOT/.venv/bin/python" || echo python)}"
+source "$(dirname "${BASH_SOURCE[0]}")/usage_args.sh" CONFIG NPROC -- "$@"
 source "$ROOT/tools/torchrun_args.sh"
-if [[ -z "${PECO_SKIP_PREFLIGHT:-}" && " $* " != *" --skip-preflight "* ]]; then
-  PYTHONPATH="$ROOT:${PYTHONPATH:-}" "$PY" "$ROOT/tools/train.py" "$CONFIG" --preflight-only "$@" \
-    || exit $?
+if [[ -z "${PECO_SKIP_PREFLIGHT:-}" && " ${ARGS[*]} " != *" --skip-preflight "* ]]; then
+  PYTHONPATH="$ROOT:${PYTHONPATH:-}" "$PY" "$ROOT/tools/train.py" "$CONFIG" --preflight-only \
+    "${ARGS[@]}" || exit $?
 fi
-# torchrun under a supervisor that ends every process left when it exits, e.g. the data
-# loader workers of a rank the kernel killed (peco_mm/utils/process_tree.py)
-PYTHONPATH="$ROOT:${PYTHONPATH:-}" exec "$PY" "$ROOT/peco_mm/utils/process_tree.py" \
-  "$PY" -m torch.distributed.run "${TORCHRUN_ARGS[@]}" \
-  --nproc_per_node="$NPROC" "$ROOT/tools/train.py" "$CONFIG" --launcher pytorch "$@"
+torchrun_tool train.py "$CONFIG" --launcher pytorch "${ARGS[@]}"

@@ -23,7 +23,6 @@ Distances:
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os.path as osp
 import sys
@@ -194,15 +193,14 @@ def evaluate(args) -> dict:
 def main(argv=None) -> int:
     args = parse_args(argv)
     sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
+    from peco_mm.tooling.tool_runs import save_json
     results = evaluate(args)
     for subset, by_name in results.items():
         for name, r in by_name.items():
             lo, hi = r['ci95']
             print(f'{subset:<16}{name:<12}2AFC {100 * r["score"]:6.2f} % '
                   f'(95 % CI {100 * lo:.2f} - {100 * hi:.2f}, {r["triplets"]} triplets)')
-    if args.out:
-        with open(args.out, 'w') as f:
-            json.dump(results, f, indent=2)
+    save_json(args.out, results, indent=2)
     return 0
 
 

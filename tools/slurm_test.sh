@@ -11,12 +11,6 @@
 # mmengine reads the rank, world size and master address from slurm's variables; PORT sets the
 # rendezvous port (default 29500). --kill-on-bad-exit ends the job when one process fails.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/usage_args.sh" 4 "$@"
-PARTITION=$1
-JOB_NAME=$2
-CONFIG=$3
-CKPT=$4
-shift 4
-source "$(dirname "${BASH_SOURCE[0]}")/slurm_args.sh"
-PYTHONPATH="$ROOT:${PYTHONPATH:-}" MASTER_PORT="${PORT:-29500}" srun "${SRUN[@]}" \
-  "$PY" -u "$ROOT/tools/test.py" "$CONFIG" "$CKPT" --launcher slurm "$@"
+source "$(dirname "${BASH_SOURCE[0]}")/usage_args.sh" PARTITION JOB_NAME CONFIG CKPT -- "$@"
+source "$ROOT/tools/slurm_args.sh"
+srun_tool test.py "$CONFIG" "$CKPT" --launcher slurm "${ARGS[@]}"

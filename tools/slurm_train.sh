@@ -11,11 +11,6 @@
 # mmengine reads the rank, world size and master address from slurm's variables; PORT sets the
 # rendezvous port (default 29500). --kill-on-bad-exit ends the job when one process fails.
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/usage_args.sh" 3 "$@"
-PARTITION=$1
-JOB_NAME=$2
-CONFIG=$3
-shift 3
-source "$(dirname "${BASH_SOURCE[0]}")/slurm_args.sh"
-PYTHONPATH="$ROOT:${PYTHONPATH:-}" MASTER_PORT="${PORT:-29500}" srun "${SRUN[@]}" \
-  "$PY" -u "$ROOT/tools/train.py" "$CONFIG" --launcher slurm "$@"
+source "$(dirname "${BASH_SOURCE[0]}")/usage_args.sh" PARTITION JOB_NAME CONFIG -- "$@"
+source "$ROOT/tools/slurm_args.sh"
+srun_tool train.py "$CONFIG" --launcher slurm "${ARGS[@]}"

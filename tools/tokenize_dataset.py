@@ -153,6 +153,21 @@ def encode_chunks(tok, files: list, chunks: list, args, device: str):
                 out = []
 
 
+def join_chunks(parts: str, n_chunks: int, files: list, args, num_embeddings: int) -> None:
+    """OUT from the finished chunks (rank 0, once every rank is done); OUT.parts/ removed
+    unless --keep-parts."""
+    import numpy as np
+    codes = np.concatenate([np.load(chunk_file(parts, c)) for c in range(n_chunks)])
+    root = args.images if osp.isdir(args.images) else osp.dirname(args.images)
+    rel = np.array([osp.relpath(f, root) for f in files])
+    np.savez_compressed(args.out, codes=codes, files=rel, num_embeddings=num_embeddings)
+    if not args.keep_parts:
+        import shutil
+        shutil.rmtree(parts)
+    print(f'{len(files)} images -> {args.out}: codes {codes.shape}, '
+          f'{len(np.unique(codes))} of {num_embeddings} codes used')
+
+
 def main(argv=None):
     args = parse_args(argv)
     sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
@@ -210,15 +225,7 @@ def main(argv=None):
         return finish()
     barrier()
     if rank == 0:
-        codes = np.concatenate([np.load(chunk_file(parts, c)) for c in range(n_chunks)])
-        root = args.images if osp.isdir(args.images) else osp.dirname(args.images)
-        rel = np.array([osp.relpath(f, root) for f in files])
-        np.savez_compressed(args.out, codes=codes, files=rel, num_embeddings=tok.num_embeddings)
-        if not args.keep_parts:
-            import shutil
-            shutil.rmtree(parts)
-        print(f'{len(files)} images -> {args.out}: codes {codes.shape}, '
-              f'{len(np.unique(codes))} of {tok.num_embeddings} codes used')
+        join_chunks(parts, n_chunks, files, args, tok.num_embeddings)
     finish()
 
 

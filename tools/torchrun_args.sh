@@ -1,5 +1,5 @@
-# Sourced by dist_train.sh and dist_test.sh: torchrun's node arguments from NNODES, NODE_RANK,
-# MASTER_ADDR and PORT (see dist_train.sh).
+# Sourced by dist_train.sh and dist_test.sh after usage_args.sh: torchrun's node arguments from
+# NNODES, NODE_RANK, MASTER_ADDR and PORT (see dist_train.sh), and torchrun_tool.
 NNODES=${NNODES:-1}
 NODE_RANK=${NODE_RANK:-0}
 MASTER_ADDR=${MASTER_ADDR:-127.0.0.1}
@@ -10,3 +10,12 @@ else
   TORCHRUN_ARGS=(--nnodes="$NNODES" --node_rank="$NODE_RANK" --master_addr="$MASTER_ADDR"
                  --master_port="$PORT")
 fi
+
+# torchrun_tool TOOL ARGS...: NPROC processes of tools/TOOL under torchrun, itself under a
+# supervisor that ends every process left when it exits, e.g. the data loader workers of a rank
+# the kernel killed (peco_mm/utils/process_tree.py)
+torchrun_tool() {
+  PYTHONPATH="$ROOT:${PYTHONPATH:-}" exec "$PY" "$ROOT/peco_mm/utils/process_tree.py" \
+    "$PY" -m torch.distributed.run "${TORCHRUN_ARGS[@]}" \
+    --nproc_per_node="$NPROC" "$ROOT/tools/$1" "${@:2}"
+}

@@ -4,7 +4,7 @@
 # are masked (the paper's 75 / 196 = 38 %), targets from the stage-2 perceptual tokenizer.
 # Deviations: lr 1.5e-3 kept for batch 32 (not scaled down from 2048), no drop path,
 # iterations instead of 300 epochs.
-_base_ = '../peco/pretrain_vitb_in1k_300e.py'
+_base_ = '../_base_/toy/pretrain.py'
 
 data_root = 'work_dirs/demo/data/imagenet'
 tokenizer_checkpoint = 'work_dirs/demo/tokenizer/iter_150.pth'
@@ -12,8 +12,7 @@ img_size = 64
 max_iters = 200  # x 32 crops
 
 model = dict(
-    backbone=dict(arch=dict(_delete_=True, embed_dims=64, num_layers=4, num_heads=4),
-                  img_size=img_size, patch_size=8, drop_path_rate=0.0),
+    backbone=dict(img_size=img_size, patch_size=8),
     # the stage-2 tokenizer; its architecture is read from the checkpoint
     target_generator=dict(checkpoint=tokenizer_checkpoint))
 train_pipeline = [
@@ -26,20 +25,11 @@ train_pipeline = [
          min_num_patches=4, min_aspect=0.3),
     dict(type='PackInputs'),
 ]
-train_dataloader = dict(
-    # an endless shuffled stream: mmengine's IterBasedTrainLoop restarts a finite one at
-    # every epoch end with a 2 s pause and a warning
-    sampler=dict(type='InfiniteSampler', shuffle=True),
-    batch_size=32, num_workers=0, persistent_workers=False, pin_memory=False,
-    dataset=dict(_delete_=True, type='CustomDataset', data_root=data_root, data_prefix='train',
-                 with_label=False, pipeline=train_pipeline))
+train_dataloader = dict(batch_size=32, dataset=dict(data_root=data_root, pipeline=train_pipeline))
 param_scheduler = [
     dict(type='LinearLR', start_factor=1e-2, by_epoch=False, begin=0, end=max_iters // 10),
     dict(type='CosineAnnealingLR', eta_min=1e-5, by_epoch=False, begin=max_iters // 10,
          end=max_iters),
 ]
-train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=max_iters)
-default_hooks = dict(logger=dict(interval=10),
-                     checkpoint=dict(by_epoch=False, interval=max_iters, max_keep_ckpts=1))
-log_processor = dict(by_epoch=False)
-randomness = dict(seed=0, diff_rank_seed=True)
+train_cfg = dict(max_iters=max_iters)
+default_hooks = dict(logger=dict(interval=10), checkpoint=dict(interval=max_iters))

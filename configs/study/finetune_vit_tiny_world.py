@@ -7,7 +7,7 @@
 # Deviations: iterations, no Mixup / CutMix / RandAugment on 50 images, lr 5e-3 (of 2e-3,
 # 5e-3 and 1e-2 at 120-400 iterations, the highest mean top-1 over the PeCo, pixel-codebook
 # and scratch rows; 2e-3 left the loss at 1.96 after 120 iterations: docs/reproduce.md).
-_base_ = '../peco/finetune_vitb_in1k.py'
+_base_ = '../_base_/toy/finetune_cls.py'
 
 data_root = 'work_dirs/study/world'
 pretrained = 'work_dirs/study/pretrain_peco/iter_600.pth'
@@ -18,46 +18,19 @@ model = dict(
     backbone=dict(arch=dict(_delete_=True, embed_dims=64, num_layers=4, num_heads=4),
                   img_size=32, patch_size=4, drop_path_rate=0.0,
                   init_cfg=dict(type='Pretrained', checkpoint=pretrained)),
-    head=dict(num_classes=num_classes, in_channels=64),
-    train_cfg=dict(_delete_=True))
+    head=dict(num_classes=num_classes))
 data_preprocessor = dict(num_classes=num_classes)
-
-train_pipeline = [
-    dict(type='LoadImageFromFile'),
-    dict(type='RandomResizedCrop', scale=32, crop_ratio_range=(0.6, 1.0), backend='pillow'),
-    dict(type='RandomFlip', prob=0.5, direction='horizontal'),
-    dict(type='PackInputs'),
-]
-test_pipeline = [dict(type='LoadImageFromFile'), dict(type='PackInputs')]
-train_dataloader = dict(
-    # an endless shuffled stream: mmengine's IterBasedTrainLoop restarts a finite one at
-    # every epoch end with a 2 s pause and a warning
-    sampler=dict(type='InfiniteSampler', shuffle=True),
-    batch_size=32, num_workers=0, persistent_workers=False,
-    dataset=dict(_delete_=True, type='CustomDataset', data_root=data_root + '/cls',
-                 data_prefix='train', pipeline=train_pipeline))
-val_dataloader = dict(
-    batch_size=100, num_workers=0, persistent_workers=False,
-    dataset=dict(_delete_=True, type='CustomDataset', data_root=data_root + '/cls',
-                 data_prefix='val', pipeline=test_pipeline))
-test_dataloader = dict(
-    batch_size=100, num_workers=0, persistent_workers=False,
-    dataset=dict(_delete_=True, type='CustomDataset', data_root=data_root + '/cls',
-                 data_prefix='test', pipeline=test_pipeline))
-val_evaluator = dict(type='Accuracy', topk=(1, ))
-test_evaluator = val_evaluator
+train_dataloader = dict(batch_size=32, dataset=dict(data_root=data_root + '/cls'))
+val_dataloader = dict(batch_size=100, dataset=dict(data_root=data_root + '/cls'))
+test_dataloader = dict(batch_size=100, dataset=dict(data_root=data_root + '/cls',
+                                                    data_prefix='test'))
 
 optim_wrapper = dict(optimizer=dict(lr=5e-3))
 param_scheduler = [
     dict(type='LinearLR', start_factor=0.1, by_epoch=False, begin=0, end=max_iters // 10),
     dict(type='CosineAnnealingLR', by_epoch=False, begin=max_iters // 10, end=max_iters),
 ]
-train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=max_iters,
-                 val_interval=max_iters)
-auto_scale_lr = dict(enable=False)
-default_hooks = dict(
-    checkpoint=dict(type='CheckpointHook', by_epoch=False, interval=max_iters,
-                    max_keep_ckpts=1),
-    logger=dict(type='LoggerHook', interval=20))
-log_processor = dict(by_epoch=False)
+train_cfg = dict(max_iters=max_iters, val_interval=max_iters)
+default_hooks = dict(checkpoint=dict(interval=max_iters, max_keep_ckpts=1),
+                     logger=dict(interval=20))
 randomness = dict(seed=0)

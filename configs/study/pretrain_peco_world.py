@@ -5,7 +5,7 @@
 # from the lambda = 1 tokenizer of the same seed, encoded in fp32 (the study's reference;
 # `tools/study.py --bf16-targets` adds the same runs with bf16 targets).
 # Deviations: lr 1.5e-3 kept for batch 64, no drop path, iterations instead of 300 epochs.
-_base_ = '../peco/pretrain_vitb_in1k_300e.py'
+_base_ = '../_base_/toy/pretrain.py'
 
 data_root = 'work_dirs/study/world/pretrain'
 tokenizer_checkpoint = 'work_dirs/study/tokenizer_lambda1/iter_400.pth'
@@ -13,8 +13,7 @@ img_size = 32
 max_iters = 600  # x 64 images
 
 model = dict(
-    backbone=dict(arch=dict(_delete_=True, embed_dims=64, num_layers=4, num_heads=4),
-                  img_size=img_size, patch_size=4, drop_path_rate=0.0),
+    backbone=dict(img_size=img_size, patch_size=4),
     target_generator=dict(checkpoint=tokenizer_checkpoint, encode_bf16=False))
 train_pipeline = [
     dict(type='LoadImageFromFile'),
@@ -25,20 +24,11 @@ train_pipeline = [
          min_num_patches=4, min_aspect=0.3),
     dict(type='PackInputs'),
 ]
-train_dataloader = dict(
-    # an endless shuffled stream: mmengine's IterBasedTrainLoop restarts a finite one at
-    # every epoch end with a 2 s pause and a warning
-    sampler=dict(type='InfiniteSampler', shuffle=True),
-    batch_size=64, num_workers=0, persistent_workers=False, pin_memory=False,
-    dataset=dict(_delete_=True, type='CustomDataset', data_root=data_root, data_prefix='train',
-                 with_label=False, pipeline=train_pipeline))
+train_dataloader = dict(batch_size=64, dataset=dict(data_root=data_root, pipeline=train_pipeline))
 param_scheduler = [
     dict(type='LinearLR', start_factor=1e-2, by_epoch=False, begin=0, end=max_iters // 10),
     dict(type='CosineAnnealingLR', eta_min=1e-5, by_epoch=False, begin=max_iters // 10,
          end=max_iters),
 ]
-train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=max_iters)
-default_hooks = dict(logger=dict(interval=20),
-                     checkpoint=dict(by_epoch=False, interval=max_iters, max_keep_ckpts=1))
-log_processor = dict(by_epoch=False)
-randomness = dict(seed=0, diff_rank_seed=True)
+train_cfg = dict(max_iters=max_iters)
+default_hooks = dict(logger=dict(interval=20), checkpoint=dict(interval=max_iters))

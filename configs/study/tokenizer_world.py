@@ -7,48 +7,31 @@
 # (cls/test): PSNR, SSIM, codeword probe, and the judge (a ResNet trained on its own labelled
 # split of B, another architecture than the loss's network) on the reconstructions.
 # Deviations: lr 1e-3 and iterations instead of 5e-5 / 100 epochs.
-_base_ = '../peco/tokenizer_vqvae_in1k.py'
+_base_ = '../_base_/toy/tokenizer.py'
 
 root = 'work_dirs/study'
 data_root = root + '/world'
 perceptual_checkpoint = root + '/perceptual/vit_tiny_pecovit.pth'
 img_size = 32
-num_embeddings = 128
 max_iters = 400  # x 32 images
 
 cnn = dict(base_channels=16, channel_mult=(1, 2, 4), num_res_blocks=1)
-model = dict(
-    encoder=cnn, decoder=cnn,
-    quantizer=dict(num_embeddings=num_embeddings, embed_dims=32, decay=0.9),
-    perceptual=dict(checkpoint=perceptual_checkpoint, layers=(1, 2, 3, 4),
-                    vit_cfg=dict(num_heads=4)))
+model = dict(encoder=cnn, decoder=cnn, perceptual=dict(checkpoint=perceptual_checkpoint))
 train_pipeline = [
     dict(type='LoadImageFromFile'),
     dict(type='RandomFlip', prob=0.5, direction='horizontal'),
     dict(type='PackInputs'),
 ]
-test_pipeline = [dict(type='LoadImageFromFile'), dict(type='PackInputs')]
-train_dataloader = dict(
-    # an endless shuffled stream: mmengine's IterBasedTrainLoop restarts a finite one at
-    # every epoch end with a 2 s pause and a warning
-    sampler=dict(type='InfiniteSampler', shuffle=True),
-    batch_size=32, num_workers=0, persistent_workers=False,
-    dataset=dict(_delete_=True, type='CustomDataset', data_root=data_root + '/pretrain',
-                 data_prefix='train', with_label=False, pipeline=train_pipeline))
-test_dataloader = dict(
-    batch_size=50, num_workers=0, persistent_workers=False,
-    dataset=dict(_delete_=True, type='CustomDataset', data_root=data_root + '/cls',
-                 data_prefix='test', pipeline=test_pipeline))
+train_dataloader = dict(batch_size=32, dataset=dict(
+    data_root=data_root + '/pretrain', with_label=False, pipeline=train_pipeline))
+test_dataloader = dict(batch_size=50, dataset=dict(data_root=data_root + '/cls',
+                                                   data_prefix='test'))
 test_evaluator = dict(
-    num_embeddings=num_embeddings, probe_epochs=200, perceptual=None,
+    perceptual=None,
     classifier=dict(config=root + '/judge/judge_resnet_world.py',
                     checkpoint=root + '/judge/iter_600.pth'))
-optim_wrapper = dict(optimizer=dict(lr=1e-3))
 param_scheduler = [dict(type='LinearLR', start_factor=0.05, by_epoch=False, begin=0,
                         end=max_iters // 10)]
-train_cfg = dict(_delete_=True, type='IterBasedTrainLoop', max_iters=max_iters)
-default_hooks = dict(logger=dict(interval=20),
-                     checkpoint=dict(by_epoch=False, interval=max_iters, max_keep_ckpts=1))
+train_cfg = dict(max_iters=max_iters)
+default_hooks = dict(logger=dict(interval=20), checkpoint=dict(interval=max_iters))
 custom_hooks = [dict(type='CodebookHealthHook', interval=20, usage_threshold=0.05)]
-log_processor = dict(by_epoch=False)
-randomness = dict(seed=0)

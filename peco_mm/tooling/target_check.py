@@ -12,7 +12,6 @@ difference can flip a few: the share, not bit equality, is the figure on a GPU.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 
 
@@ -68,6 +67,8 @@ def check_target(device: str, batch: int, size: int, steps: int, smoke: bool) ->
 def main(argv=None) -> dict:
     args = parse_args(argv)
     import torch
+
+    from peco_mm.tooling.tool_runs import save_json
     device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
     res = check_target(device, args.batch, args.size, args.steps, args.smoke)
     print(f"Target codes on {device} (batch {res['batch']}, {res['size']} px, fp32 encode): "
@@ -77,9 +78,7 @@ def main(argv=None) -> dict:
           '| encode | ms / batch | codes equal to eager channels-last |\n|---|---:|---:|\n'
           f"| default | {res['ms_default']} | {res['agreement']:.4%} |\n"
           f"| eager channels-last | {res['ms_eager_channels_last']} | 100% |")
-    if args.out:
-        with open(args.out, 'w') as f:
-            json.dump(res, f, indent=1)
+    save_json(args.out, res)
     return res
 
 

@@ -1,11 +1,12 @@
 """Support for the tools that chain several runs in one process (tools/study.py, which
 `make demo` runs): their configs' work-dir paths moved under the user's --work-dir, and the
-other tools called as a user calls them."""
+other tools called as a user calls them; and the results file a tool writes with --out."""
 from __future__ import annotations
 
 import contextlib
 import importlib.util
 import io
+import json
 from pathlib import Path
 
 TOOLS = Path(__file__).resolve().parents[2] / 'tools'
@@ -35,3 +36,11 @@ def call_tool(name: str, argv: list):
     with contextlib.redirect_stdout(io.StringIO()) as log:
         out = tool.main([str(a) for a in argv])
     return out, log.getvalue()
+
+
+def save_json(path: str | None, results, indent: int = 1) -> None:
+    """A tool's results as JSON to `path` (its --out), when one is given; values JSON cannot
+    hold (a torch version, a path) written as their text."""
+    if path:
+        with open(path, 'w') as f:
+            json.dump(results, f, indent=indent, default=str)

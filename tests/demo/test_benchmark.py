@@ -518,11 +518,28 @@ def test_chain_writes_the_hosts_layouts_and_shortens_each_schedule(tmp_path):
     assert 'model.perceptual.allow_random=True' in opts
 
 
-def test_target_check_compares_the_device_default_with_eager_channels_last():
+def test_target_check_compares_the_device_default_with_eager_channels_last(tmp_path, capsys):
     """The GPU script's code check, run on the CPU: the default there is channels-last and
-    eager, so both encodes are the same computation and every code agrees."""
-    from peco_mm.tooling.target_check import check_target
-    res = check_target('cpu', batch=2, size=32, steps=1, smoke=True)
+    eager, so both encodes are the same computation and every code agrees; --out holds what
+    it returns."""
+    from peco_mm.tooling.target_check import main
+    out = tmp_path / 'codes.json'
+    res = main(['--device', 'cpu', '--batch', '2', '--size', '32', '--steps', '1', '--smoke',
+                '--out', str(out)])
     assert (res['default_layout'], res['default_compiled']) == ('channels_last', False)
     assert res['agreement'] == 1.0 and not res['compile_fell_back']
     assert res['ms_default'] > 0 and res['ms_eager_channels_last'] > 0
+    assert json.loads(out.read_text()) == res and '| default |' in capsys.readouterr().out
+
+
+def test_save_json_writes_a_tools_results_only_when_asked(tmp_path, monkeypatch):
+    from peco_mm.tooling.tool_runs import save_json
+    monkeypatch.chdir(tmp_path)
+    save_json(None, {'a': 1})
+    save_json('', {'a': 1})
+    assert not list(tmp_path.iterdir())  # no --out: no file
+    save_json('r.json', {'torch': torch.__version__, 'path': tmp_path, 'n': [1.5]}, indent=2)
+    text = (tmp_path / 'r.json').read_text()
+    assert json.loads(text) == {'torch': str(torch.__version__), 'path': str(tmp_path),
+                                'n': [1.5]}
+    assert text.startswith('{\n  "torch"')  # the indent asked for

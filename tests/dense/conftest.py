@@ -17,29 +17,25 @@ from peco_mm.tooling.demo_data import COCO_CATS, COLOURS, make_ade, make_coco  #
 # feeding the pyramid, small heads; themselves children of the shipped configs) from scratch
 # on the data each test writes, with the test's own schedule (2 heads, 16 px patches:
 # the seeded runs these tests were tuned on).
-TINY_UPERNET = """
-_base_ = '{root}/configs/demo/upernet_tiny_shapes.py'
-model = dict(backbone=dict(init_cfg=None, num_heads=2, patch_size=16))
-train_dataloader = dict(batch_size=2, dataset=dict(data_root='{data}'))
-val_dataloader = dict(dataset=dict(data_root='{data}'))
-test_dataloader = val_dataloader
-optim_wrapper = dict(optimizer=dict(lr={lr}))
-train_cfg = dict(max_iters={iters}, val_interval={iters})
-default_hooks = dict(logger=dict(interval=5), checkpoint=dict(interval={iters}))
-"""
+def tiny_dense(demo: str, data_root: str, length: str, log_interval: int, extra: str = '') -> str:
+    """The test config of a demo's dense toy (`{length}`: iters or epochs; `extra`: lines of
+    its own), with the placeholders write_cfg fills: {root}, {data}, {lr} and {<length>}."""
+    return (f"\n_base_ = '{{root}}/configs/demo/{demo}.py'\n"
+            'model = dict(backbone=dict(init_cfg=None, num_heads=2, patch_size=16))\n'
+            f"train_dataloader = dict(batch_size=2, dataset=dict(data_root='{data_root}'))\n"
+            f"val_dataloader = dict(dataset=dict(data_root='{data_root}'))\n"
+            'test_dataloader = val_dataloader\n' + extra +
+            'optim_wrapper = dict(optimizer=dict(lr={lr}))\n'
+            f'train_cfg = dict(max_{length}={{{length}}}, val_interval={{{length}}})\n'
+            f'default_hooks = dict(logger=dict(interval={log_interval}), '
+            f'checkpoint=dict(interval={{{length}}}))\n')
 
-TINY_MASK_RCNN = """
-_base_ = '{root}/configs/demo/mask_rcnn_tiny_shapes.py'
-model = dict(backbone=dict(init_cfg=None, num_heads=2, patch_size=16))
-train_dataloader = dict(batch_size=2, dataset=dict(data_root='{data}/'))
-val_dataloader = dict(dataset=dict(data_root='{data}/'))
-test_dataloader = val_dataloader
-val_evaluator = dict(ann_file='{data}/annotations/instances_val2017.json')
-test_evaluator = val_evaluator
-optim_wrapper = dict(optimizer=dict(lr={lr}))
-train_cfg = dict(max_epochs={epochs}, val_interval={epochs})
-default_hooks = dict(logger=dict(interval=1), checkpoint=dict(interval={epochs}))
-"""
+
+TINY_UPERNET = tiny_dense('upernet_tiny_shapes', '{data}', 'iters', 5)
+TINY_MASK_RCNN = tiny_dense(
+    'mask_rcnn_tiny_shapes', '{data}/', 'epochs', 1,
+    extra="val_evaluator = dict(ann_file='{data}/annotations/instances_val2017.json')\n"
+          'test_evaluator = val_evaluator\n')
 
 
 def write_cfg(path: Path, template: str, **kw) -> Path:

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.nn as nn
 
 from peco_mm.checkpoint import (FORMATS, convert_checkpoint, convert_state_dict, detect_format,
                                 read_checkpoint)
 from peco_mm.models.vit import PeCoViT
+from tests.conftest import randomize
 
 timm_vit = pytest.importorskip('timm.models.vision_transformer')
 timm_beit = pytest.importorskip('timm.models.beit')
@@ -27,19 +27,6 @@ ROOT = Path(__file__).resolve().parents[2]
 TINY = dict(img_size=32, patch_size=8, embed_dim=64, depth=2, num_heads=4)
 MM_ARCH = dict(embed_dims=64, num_layers=2, num_heads=4, feedforward_channels=256)
 ATOL = 1e-5
-
-
-def randomize(model: nn.Module, seed: int) -> nn.Module:
-    """Random weights everywhere (tables, tokens, gammas too); LayerNorm weights near 1."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(0.2 * torch.randn(p.shape, generator=g))
-        for m in model.modules():
-            if isinstance(m, nn.LayerNorm):
-                m.weight.add_(1.0)
-    model.eval()  # some hosts override train() without returning self
-    return model
 
 
 def images(size: int = 32, seed: int = 0) -> torch.Tensor:

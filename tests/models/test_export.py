@@ -20,6 +20,7 @@ from peco_mm.checkpoint import convert_checkpoint, read_checkpoint
 from peco_mm.models.export import (CITATION_BIBTEX, read_config_text, read_export_source,
                                    timm_file_call, to_hf, to_timm, write_export)
 from peco_mm.models.vit import PeCoViT
+from tests.conftest import randomize
 
 timm = pytest.importorskip('timm')
 transformers = pytest.importorskip('transformers')
@@ -59,17 +60,6 @@ SOURCES = {
                             rel_pos_bias='per_block', out_type='avg_featmap', final_norm=False),
                        'ImageClassifier', 5, ''),
 }
-
-
-def randomize(model: nn.Module, seed: int) -> nn.Module:
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.copy_(0.2 * torch.randn(p.shape, generator=g))
-        for m in model.modules():
-            if isinstance(m, nn.LayerNorm):
-                m.weight.add_(1.0)
-    return model.eval()
 
 
 class Source:

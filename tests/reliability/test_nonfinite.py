@@ -59,12 +59,17 @@ def test_diverging_pretraining_stops(tmp_path, peco_parts, isolated_mmengine, ba
     assert_finite_checkpoints(work)
 
 
-def test_diverging_upernet_stops(tmp_path, ade_root, isolated_mmengine):
+@pytest.mark.parametrize('model, template, data, length, where', [
+    ('upernet', TINY_UPERNET, 'ade_root', dict(iters=20), r'in (decode\.loss_ce|aux\.loss_ce)'),
+    ('mask_rcnn', TINY_MASK_RCNN, 'coco_root', dict(epochs=3), r'\(epoch \d+\) in [a-z_]*loss'),
+], ids=['upernet', 'mask_rcnn'])
+def test_diverging_dense_model_stops(model, template, data, length, where, tmp_path, request,
+                                     isolated_mmengine):
     from peco_mm.engine.launch import run
-    cfg = write_cfg(tmp_path / 'upernet.py', TINY_UPERNET, data=ade_root, lr=1e6, iters=20)
+    cfg = write_cfg(tmp_path / f'{model}.py', template, data=request.getfixturevalue(data),
+                    lr=1e6, **length)
     work = tmp_path / 'work'
-    with pytest.raises(FloatingPointError, match=r'Non-finite loss at iteration \d+ in '
-                       r'(decode\.loss_ce|aux\.loss_ce)'):
+    with pytest.raises(FloatingPointError, match=r'Non-finite loss at iteration \d+ ' + where):
         run(str(cfg), str(work), {'default_hooks.checkpoint.interval': 1,
                                   'optim_wrapper.clip_grad': None})
     assert_finite_checkpoints(work)
@@ -98,17 +103,6 @@ def test_skip_nonfinite_steps_up_to_max(tmp_path, cls_data, isolated_mmengine):
     log = run_log(tmp_path / 'work')
     assert 'iteration 2 in loss' in log and 'step skipped (1 of max_skips=2)' in log
     assert 'iteration 3 in loss' in log and 'step skipped (2 of max_skips=2)' in log
-
-
-def test_diverging_mask_rcnn_stops(tmp_path, coco_root, isolated_mmengine):
-    from peco_mm.engine.launch import run
-    cfg = write_cfg(tmp_path / 'mrcnn.py', TINY_MASK_RCNN, data=coco_root, lr=1e6, epochs=3)
-    work = tmp_path / 'work'
-    with pytest.raises(FloatingPointError, match=r'Non-finite loss at iteration \d+ \(epoch '
-                       r'\d+\) in [a-z_]*loss'):
-        run(str(cfg), str(work), {'default_hooks.checkpoint.interval': 1,
-                                  'optim_wrapper.clip_grad': None})
-    assert_finite_checkpoints(work)
 
 
 def test_nan_weights_are_never_saved(tmp_path, cls_data, isolated_mmengine):

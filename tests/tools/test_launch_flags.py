@@ -104,6 +104,44 @@ def test_dist_scripts_node_arguments(env, expected):
         assert 'source "$ROOT/tools/torchrun_args.sh"' in (ROOT / 'tools' / script).read_text()
 
 
+@pytest.mark.parametrize('tool, args, expected', [
+    ('dist_train.sh', ['c.py', '2', '--amp'],
+     ['python tools/train.py c.py --preflight-only --amp',
+      'python peco_mm/utils/process_tree.py python -m torch.distributed.run --standalone '
+      '--nnodes=1 --nproc_per_node=2 tools/train.py c.py --launcher pytorch --amp']),
+    ('dist_train.sh', ['c.py', '2', '--skip-preflight'],  # no preflight process
+     ['python peco_mm/utils/process_tree.py python -m torch.distributed.run --standalone '
+      '--nnodes=1 --nproc_per_node=2 tools/train.py c.py --launcher pytorch --skip-preflight']),
+    ('dist_test.sh', ['c.py', 'w.pth', '3', '--out', 'o.pkl'],
+     ['python peco_mm/utils/process_tree.py python -m torch.distributed.run --standalone '
+      '--nnodes=1 --nproc_per_node=3 tools/test.py c.py w.pth --launcher pytorch --out o.pkl']),
+    ('slurm_train.sh', ['part', 'job', 'c.py', '--amp'],
+     ['srun -p part --job-name=job --gres=gpu:2 --ntasks=2 --ntasks-per-node=2 '
+      '--cpus-per-task=5 --kill-on-bad-exit=1 python -u tools/train.py c.py --launcher slurm '
+      '--amp MASTER_PORT=29500']),
+    ('slurm_test.sh', ['part', 'job', 'c.py', 'w.pth'],
+     ['srun -p part --job-name=job --gres=gpu:2 --ntasks=2 --ntasks-per-node=2 '
+      '--cpus-per-task=5 --kill-on-bad-exit=1 python -u tools/test.py c.py w.pth '
+      '--launcher slurm MASTER_PORT=29500']),
+])
+def test_shell_tools_start_the_command_their_usage_says(tool, args, expected, tmp_path):
+    """The commands each launcher starts, shown by a PYTHON and an srun that print their
+    arguments (and the port srun's processes are told) instead of running anything."""
+    fake = tmp_path / 'python'
+    fake.write_text('#!/usr/bin/env bash\n'
+                    'echo "$(basename "$0") $*${MASTER_PORT:+ MASTER_PORT=$MASTER_PORT}"\n')
+    fake.chmod(0o755)
+    (tmp_path / 'srun').symlink_to(fake)
+    env = {k: v for k, v in os.environ.items() if k not in (
+        'NNODES', 'NODE_RANK', 'MASTER_ADDR', 'PORT', 'MASTER_PORT', 'PECO_SKIP_PREFLIGHT')}
+    env.update(PYTHON=str(fake), GPUS='2', PATH=f'{tmp_path}:{env["PATH"]}')
+    out = subprocess.run(['bash', f'tools/{tool}', *args], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    shown = out.stdout.replace(str(fake), 'python').replace(f'{ROOT}/', '')
+    assert shown.splitlines() == expected
+
+
 @pytest.mark.parametrize('tool', [f'{t}.py' for t in PY_TOOLS] + SH_TOOLS)
 def test_tools_run_as_bare_commands_from_any_folder(tool, tmp_path):
     path = ROOT / 'tools' / tool
