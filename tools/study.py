@@ -77,7 +77,7 @@ EPILOG = """examples:
   tools/study.py --profile demo --work-dir work_dirs/demo    # what `make demo` runs
   tools/study.py --profile quick --work-dir /tmp/q            # every stage for 2 steps (tests)
   tools/study.py --replicates 12                  # more replicates; finished runs are kept
-  tools/study.py --device cuda --jobs 8 --replicates 16 --iters tokenizer=800,pretrain=1000
+  OMP_NUM_THREADS=2 tools/study.py --device cuda --jobs 8     # one GPU and 16 cores
 """
 
 
