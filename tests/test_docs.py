@@ -234,8 +234,9 @@ def help_flags(text: str) -> set[str]:
 
 
 def shell_target(tool: str) -> str | None:
-    """The tools/*.py a launcher script forwards its extra flags to (dist_train.sh -> train.py)."""
-    m = re.search(r'tools/(\w+\.py)', (ROOT / tool).read_text().split('\n', 3)[-1])
+    """The tools/*.py a launcher script forwards its extra flags to (dist_train.sh -> train.py),
+    as its usage line says: `tools/dist_train.sh CONFIG NPROC [tools/train.py flags]`."""
+    m = re.search(r'\[tools/(\w+\.py) flags\]', (ROOT / tool).read_text())
     return f'tools/{m.group(1)}' if m else None
 
 

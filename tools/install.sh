@@ -6,7 +6,8 @@
 #
 # Default: `pip install -e '.[tests]'` (done with uv when it is available or installable, as it is
 # several times faster than pip on torch's CUDA libraries; PECO_USE_UV=0 uses pip). That gives
-# mmcv-lite 2.1.0, i.e. mmcv without its C++/CUDA ops; peco_mm's start-up hook serves the ops the
+# mmcv-lite 2.1.0, i.e. mmcv without its C++/CUDA ops; `import peco_mm` (and, for stock configs,
+# the start-up hook tools/install_startup_hook.py puts in the venv) serves the ops the
 # dense models need (RoIAlign, nms) from torchvision, on CPU and CUDA (peco_mm/ops/).
 #
 # --mmcv-ops adds mmcv 2.1.0's compiled ops (deformable conv, MultiScaleDeformableAttention, ...),
@@ -34,7 +35,7 @@ TORCH_PINS="${PECO_TORCH:-torch==2.14.1 torchvision==0.29.1}"
 for arg in "$@"; do
   case "$arg" in
     --mmcv-ops) MMCV_OPS=1 ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "install: unknown argument '$arg' (expected --mmcv-ops)" >&2; exit 2 ;;
   esac
 done
@@ -103,6 +104,8 @@ fi
 step "installing $TORCH_PINS, mmengine, mmcv-lite, mmdet, mmseg, mmpretrain, mmaction2, timm, peco_mm ($(basename "${INSTALL[0]}"))"
 read -r -a torch_pins <<< "$TORCH_PINS"
 "${INSTALL[@]}" "${one_cv2[@]}" -e "$ROOT[tests]" "${torch_pins[@]}"
+# an editable install leaves the start-up hook out (stock configs that never import peco_mm)
+"$VPY" "$ROOT/tools/install_startup_hook.py" >/dev/null
 if "$VPY" -c 'import importlib.metadata as m; m.version("opencv-contrib-python")' 2>/dev/null; then
   step "keeping one cv2: removing opencv-contrib-python, reinstalling opencv-python"
   "${PIP[@]}" uninstall --quiet --yes opencv-contrib-python

@@ -11,6 +11,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -178,9 +179,11 @@ def test_dense_configs_run_without_the_startup_hook(tmp_path):
         ["No module named 'mmcv._ext'", True, True])
 
 
-def test_both_pip_install_modes_put_the_hook_in_site_packages(tmp_path):
+def test_the_wheel_holds_the_hook_and_the_tool_installs_it_beside_an_editable_install(tmp_path):
     # the wheels `pip install .` and `pip install -e .` install, built from a copy of the
-    # packaging files; the hook must sit at the wheel's root, i.e. in site-packages
+    # packaging files: the hook at the root of the first (i.e. in site-packages); the editable
+    # wheel holds only the path to the package folders, and tools/install_startup_hook.py
+    # (which `make install` runs after it) puts the hook in place and takes it out
     import shutil
     import zipfile
     src = tmp_path / 'src'
@@ -197,8 +200,21 @@ def test_both_pip_install_modes_put_the_hook_in_site_packages(tmp_path):
         assert proc.returncode == 0, proc.stderr[-3000:]
         wheels.append(proc.stdout.split()[-1])
     assert 'editable' not in wheels[0] and 'editable' in wheels[1], wheels
-    for wheel in wheels:
-        with zipfile.ZipFile(out / wheel) as zf:
-            assert zf.read('peco_mm_mmcv_ext.pth').decode() == PTH.read_text(), wheel
-    with zipfile.ZipFile(out / wheels[0]) as zf:  # PEP 561 marker, with the package
-        assert 'peco_mm/py.typed' in zf.namelist()
+    with zipfile.ZipFile(out / wheels[0]) as zf:
+        assert zf.read('peco_mm_mmcv_ext.pth').decode() == PTH.read_text()
+        assert 'peco_mm/py.typed' in zf.namelist()  # PEP 561 marker, with the package
+    with zipfile.ZipFile(out / wheels[1]) as zf:
+        assert 'peco_mm_mmcv_ext.pth' not in zf.namelist()
+    site = tmp_path / 'site'
+    site.mkdir()
+    tool = [sys.executable, str(ROOT / 'tools' / 'install_startup_hook.py'), '--site', str(site)]
+    subprocess.run(tool, check=True, capture_output=True)
+    assert (site / 'peco_mm_mmcv_ext.pth').read_text() == PTH.read_text()
+    subprocess.run(tool + ['--remove'], check=True, capture_output=True)
+    assert not (site / 'peco_mm_mmcv_ext.pth').exists()
+    proc = subprocess.run(tool[:-1] + [str(tmp_path / 'none')], capture_output=True, text=True)
+    assert proc.returncode == 1 and f'--site {tmp_path / "none"} is not a folder' in proc.stderr
+    # `make install` ran it for the project's own venv
+    import sysconfig
+    assert (Path(sysconfig.get_paths()['purelib']) / 'peco_mm_mmcv_ext.pth').read_text() == \
+        PTH.read_text()
