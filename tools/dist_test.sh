@@ -25,7 +25,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-$([[ -x "$ROOT/.venv/bin/python" ]] && echo "$ROOT/.venv/bin/python" || echo python)}"
 source "$ROOT/tools/torchrun_args.sh"
 # torchrun under a supervisor that ends every process left when it exits, e.g. the data
-# loader workers of a rank the kernel killed (peco_mm/utils/process_tree.py)
-PYTHONPATH="$ROOT:${PYTHONPATH:-}" exec "$PY" "$ROOT/peco_mm/utils/process_tree.py" \
+# loader workers of a rank the kernel killed (peco_mm/supervisor/process_tree.py)
+PYTHONPATH="$ROOT:${PYTHONPATH:-}" exec "$PY" "$ROOT/peco_mm/supervisor/process_tree.py" \
   "$PY" -m torch.distributed.run "${TORCHRUN_ARGS[@]}" \
   --nproc_per_node="$NPROC" "$ROOT/tools/test.py" "$CONFIG" "$CKPT" --launcher pytorch "$@"

@@ -33,7 +33,7 @@ if [[ -z "${PECO_SKIP_PREFLIGHT:-}" && " $* " != *" --skip-preflight "* ]]; then
     || exit $?
 fi
 # torchrun under a supervisor that ends every process left when it exits, e.g. the data
-# loader workers of a rank the kernel killed (peco_mm/utils/process_tree.py)
-PYTHONPATH="$ROOT:${PYTHONPATH:-}" exec "$PY" "$ROOT/peco_mm/utils/process_tree.py" \
+# loader workers of a rank the kernel killed (peco_mm/supervisor/process_tree.py)
+PYTHONPATH="$ROOT:${PYTHONPATH:-}" exec "$PY" "$ROOT/peco_mm/supervisor/process_tree.py" \
   "$PY" -m torch.distributed.run "${TORCHRUN_ARGS[@]}" \
   --nproc_per_node="$NPROC" "$ROOT/tools/train.py" "$CONFIG" --launcher pytorch "$@"

@@ -76,9 +76,9 @@ def main(argv=None):
     if args.skip_preflight:
         os.environ['PECO_SKIP_PREFLIGHT'] = '1'
     sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from any folder
-    from peco_mm.engine.launch import run
-    from peco_mm.utils.distributed import finish
-    from peco_mm.engine.preflight import PreflightError, exit_message
+    from peco_mm.supervisor.launch import run
+    from peco_mm.supervisor.distributed import finish
+    from peco_mm.supervisor.preflight import PreflightError, exit_message
     try:  # a missing checkpoint or dataset: every one listed in one block, no traceback
         run(args.config, args.work_dir, args.cfg_options, 'test', checkpoint=args.checkpoint,
             launcher=args.launcher, out=args.out, show_dir=args.show_dir,

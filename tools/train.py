@@ -82,12 +82,12 @@ def parse_args(argv=None):
 
 
 def load_preflight():
-    """peco_mm/engine/preflight.py on its own: `import peco_mm` registers every model (torch,
+    """peco_mm/supervisor/preflight.py on its own: `import peco_mm` registers every model (torch,
     seconds), and the check needs only the config."""
     package = importlib.util.find_spec('peco_mm')  # found, not imported
     base = package.submodule_search_locations[0] if package else osp.join(ROOT, 'peco_mm')
     spec = importlib.util.spec_from_file_location(
-        'peco_mm_preflight', osp.join(base, 'engine', 'preflight.py'))
+        'peco_mm_preflight', osp.join(base, 'supervisor', 'preflight.py'))
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod  # (dataclasses look their module up)
     spec.loader.exec_module(mod)
@@ -115,9 +115,9 @@ def main(argv=None):
     if args.preflight_only:
         raise SystemExit(preflight_only(args))
     sys.path.insert(0, ROOT)  # run from any folder
-    from peco_mm.engine.launch import run
-    from peco_mm.utils.distributed import finish
-    from peco_mm.engine.preflight import PreflightError, exit_message
+    from peco_mm.supervisor.launch import run
+    from peco_mm.supervisor.distributed import finish
+    from peco_mm.supervisor.preflight import PreflightError, exit_message
     try:
         run(args.config, args.work_dir, args.cfg_options, 'train', resume=args.resume,
             amp=args.amp, launcher=args.launcher, no_validate=args.no_validate,
