@@ -72,6 +72,24 @@ def test_train_and_test_help_list_the_host_flags():
         assert flag in test_help, flag
 
 
+def test_train_and_test_take_the_run_flags_from_one_place(monkeypatch):
+    """The flags of a run and its start are one module's (peco_mm/supervisor/cli.py, loaded by
+    its path: no torch), read the same by both tools."""
+    monkeypatch.setenv('LOCAL_RANK', '0')  # (parsing sets it where unset)
+    train_tool, test_tool = load_tool('train'), load_tool('test')
+    assert train_tool.cli is test_tool.cli and train_tool.cli.__file__ == str(
+        ROOT / 'peco_mm' / 'supervisor' / 'cli.py')
+    flags = ['--vis-backend', 'tensorboard', '--cfg-options', 'a=1', '--show-config',
+             '--skip-preflight', '--launcher', 'pytorch']
+    shared = dict(vis_backend=['tensorboard'], cfg_options={'a': 1}, show_config=True,
+                  skip_preflight=True, launcher='pytorch', local_rank=0)
+    for args in (train_tool.parse_args(['c.py', *flags]),
+                 test_tool.parse_args(['c.py', 'x.pth', *flags])):
+        assert {k: getattr(args, k) for k in shared} == shared
+    with pytest.raises(SystemExit, match="test.py: config file 'c.py' not found"):
+        test_tool.cli.check_config(args, 'test.py')
+
+
 @pytest.mark.parametrize('tool', SH_TOOLS)
 def test_shell_tools_print_their_usage(tool):
     out = run_tool(['bash', f'tools/{tool}'], check=False)
