@@ -9,7 +9,7 @@ from mmengine.config import Config
 from mmengine.registry import DefaultScope
 
 import peco_mm  # noqa: F401
-from peco_mm.engine.config_keys import check_config_keys, check_run_keys
+from peco_mm.supervisor.config_keys import check_config_keys, check_run_keys
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIGS = sorted(p for p in (ROOT / 'configs').rglob('*.py') if '_base_' not in p.parts)

@@ -51,7 +51,7 @@ def private_runner_reads(tree: ast.AST) -> list[str]:
 
 
 # no exception left (the console filters go on the runner's logger through mmengine's public
-# build_logger / build_strategy, peco_mm.engine.console.QuietConsole)
+# build_logger / build_strategy, peco_mm.supervisor.console.QuietConsole)
 KNOWN: dict[str, int] = {}
 
 

@@ -1,5 +1,7 @@
 """The package's layers, read from its imports: no cycle, no import upward against the order
-docs/architecture.md gives, and the core never importing tool support (`peco_mm.tooling`).
+docs/architecture.md gives, and the core (what a config builds or a user imports to train)
+never importing what lies beside it: the launcher's supervisor (`peco_mm.supervisor`) and tool
+support (`peco_mm.tooling`).
 
 Every import counts, also those inside functions: a deferred import is still a dependency.
 """
@@ -22,9 +24,12 @@ LAYERS = [
     ('tokenizer',),
     ('evaluation',),
     ('engine',),
+    ('supervisor',),
     ('tooling',),
 ]
 LEVEL = {name: i for i, names in enumerate(LAYERS) for name in names}
+# beside the core: imported by the tools that use them, never by the core
+NOT_CORE = ('supervisor', 'tooling')
 
 
 def module_name(path: Path) -> str:
@@ -108,10 +113,15 @@ def test_no_import_cycle():
     assert not cycles, 'import cycles:\n' + '\n'.join(' -> '.join(c) for c in cycles)
 
 
-def test_the_core_imports_no_tool_support():
-    core = [m for m in GRAPH if top_package(m) != 'tooling']
-    bad = [f'{m} -> {d}' for m in core for d in GRAPH[m] if top_package(d) == 'tooling']
-    assert not bad, bad
+def test_the_core_imports_no_supervisor_and_no_tool_support():
+    """Also `peco_mm/__init__.py` (the top): neither its imports nor the modules it imports by
+    name to register them (`CORE_MODULES`, `HOST_MODULES`) lie outside the core."""
+    core = [m for m in GRAPH if top_package(m) not in NOT_CORE]
+    bad = [f'{m} -> {d}' for m in core for d in GRAPH[m] if top_package(d) in NOT_CORE]
+    import peco_mm
+    bad += [f'peco_mm (register_all) -> {m}' for m in [*peco_mm.CORE_MODULES, *peco_mm.HOST_MODULES]
+            if top_package(m) in NOT_CORE]
+    assert not bad, 'the core imports what lies beside it:\n' + '\n'.join(sorted(bad))
 
 
 def test_docs_draw_the_same_layers():
@@ -132,3 +142,8 @@ def test_the_checks_catch_what_they_should(monkeypatch):
                         {'peco_mm.layers.x'})
     with pytest.raises(AssertionError, match='import cycles'):
         test_no_import_cycle()
+    monkeypatch.setitem(GRAPH, 'peco_mm.engine.x', {'peco_mm.supervisor.launch'})
+    with pytest.raises(AssertionError, match='against the layer order'):
+        test_no_upward_import()
+    with pytest.raises(AssertionError, match='the core imports what lies beside it'):
+        test_the_core_imports_no_supervisor_and_no_tool_support()

@@ -168,7 +168,7 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
     from peco_mm.tooling.tool_runs import save_json
-    from peco_mm.utils.distributed import finish, init_from_env
+    from peco_mm.supervisor.distributed import finish, init_from_env
     rank, world, device = init_from_env(args.device)
     model, loader = build(args.config, args.checkpoint, device)
     res = evaluate(model, loader, args.eps, args.iters, args.alpha, args.momentum,

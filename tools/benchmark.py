@@ -419,7 +419,7 @@ def main(argv=None) -> dict:
 
     import peco_mm  # noqa: F401  (registers peco_mm types)
     from peco_mm.tooling.tool_runs import save_json
-    from peco_mm.utils.malloc import apply_cpu_malloc, resolve_mode
+    from peco_mm.supervisor.malloc import apply_cpu_malloc, resolve_mode
     if args.threads:
         torch.set_num_threads(args.threads)
     args.device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')

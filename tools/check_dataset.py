@@ -54,7 +54,7 @@ def collect_samples(cfg, splits):
     datasets' notes (e.g. dropped COCO boxes)."""
     from mmengine.registry import DATASETS
 
-    from peco_mm.datasets.label_checks import classifier_classes, label_problems, leaf_datasets
+    from peco_mm.supervisor.label_checks import classifier_classes, label_problems, leaf_datasets
     samples, errors, notes = {}, [], []
     classes = classifier_classes(cfg)
     for split in splits:
@@ -83,8 +83,8 @@ def collect_samples(cfg, splits):
 def seg_rule(cfg):
     """How label maps' values are checked: the model's decode_head classes and the label
     check's ignore_index (None without a decode head)."""
-    from peco_mm.datasets.file_checks import SegRule
-    from peco_mm.datasets.seg_checks import label_checks
+    from peco_mm.supervisor.file_checks import SegRule
+    from peco_mm.supervisor.seg_classes import label_checks
     head = (cfg.get('model') or {}).get('decode_head')
     head = head[0] if isinstance(head, (list, tuple)) and head else head
     if not isinstance(head, dict) or not isinstance(head.get('num_classes'), int):
@@ -95,7 +95,7 @@ def seg_rule(cfg):
 
 def sample_of(info: dict, rule):
     """The Sample (files, label rule) of one data info."""
-    from peco_mm.datasets.file_checks import Sample
+    from peco_mm.supervisor.file_checks import Sample
     seg = info.get('seg_map_path')
     if seg and rule is not None:
         rule = rule._replace(reduce_zero_label=bool(info.get('reduce_zero_label')))
@@ -107,7 +107,7 @@ def check(pairs, workers: int):
     """Every (file, reason) found, with a progress bar on stderr."""
     from mmengine.utils import ProgressBar
 
-    from peco_mm.datasets.file_checks import sample_problems
+    from peco_mm.supervisor.file_checks import sample_problems
     bar = ProgressBar(len(pairs), file=sys.stderr)
     bad = []
     if workers == 0:
@@ -133,7 +133,7 @@ def main(argv=None) -> int:
     from mmengine.registry import init_default_scope
 
     import peco_mm  # noqa: F401  (registers peco_mm types)
-    from peco_mm.engine.launch import check_dataset_paths, load_config, sync_with_model
+    from peco_mm.supervisor.launch import check_dataset_paths, load_config, sync_with_model
     cfg = load_config(args.config, args.cfg_options)
     try:  # e.g. a label check whose classes differ from the model's
         sync_with_model(cfg)

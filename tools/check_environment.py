@@ -41,6 +41,21 @@ def require(tool: str) -> None:
                                   else tool))
 
 
+def light_module(path: str):
+    """A module of this checkout's peco_mm loaded on its own by its path (`path` relative to
+    peco_mm/, e.g. 'supervisor/cli.py'), without `import peco_mm` (which registers every model:
+    torch, seconds): what a tool needs before it runs anything (--help, a bad flag,
+    --preflight-only). Such a module imports only the standard library and mmengine's config
+    at its top."""
+    name = 'peco_mm_' + osp.splitext(osp.basename(path))[0]
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, osp.join(ROOT, 'peco_mm', path))
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # (dataclasses look their module up)
+        spec.loader.exec_module(module)
+    return sys.modules[name]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,

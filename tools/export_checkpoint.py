@@ -65,7 +65,7 @@ def export_file(src: str, dst: str, to: str, kind=None, per_block_rel_pos: bool 
                 num_heads=None, overwrite_readme: bool = False):
     """Read `src`, export it for `to`, write the folder `dst`; return (Export, paths)."""
     from peco_mm.checkpoint import read_checkpoint
-    from peco_mm.models.export import read_export_source, to_hf, to_timm, write_export
+    from peco_mm.tooling.export import read_export_source, to_hf, to_timm, write_export
 
     ckpt = read_checkpoint(src)
     source = read_export_source(ckpt, src, kind, num_heads)
@@ -81,7 +81,7 @@ def export_file(src: str, dst: str, to: str, kind=None, per_block_rel_pos: bool 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from peco_mm.models.export import describe, timm_file_call
+    from peco_mm.tooling.export import describe, timm_file_call
     try:
         exp, paths, source = export_file(args.src, args.dst, args.to, args.kind,
                                          args.per_block_rel_pos, args.num_heads,

@@ -202,7 +202,7 @@ def main(argv=None) -> Path:
     import warnings
     warnings.filterwarnings('ignore')
     import peco_mm  # noqa: F401
-    from peco_mm.engine.console import fmt_time
+    from peco_mm.supervisor.console import fmt_time
     from peco_mm.tooling.study_runs import Study
     from peco_mm.tooling.study_stages import run_replicate
     from peco_mm.tooling.study_tables import write_report

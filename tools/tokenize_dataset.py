@@ -176,7 +176,7 @@ def main(argv=None):
     from tqdm import tqdm
 
     from peco_mm.tokenizer import FrozenPeCoTokenizer
-    from peco_mm.utils.distributed import finish, init_from_env
+    from peco_mm.supervisor.distributed import finish, init_from_env
     from peco_mm.utils.image import find_images
     rank, world, device = init_from_env(args.device)
     try:

@@ -10,19 +10,18 @@ with native bf16 and in fp32 on one without (one log line says which and why), a
 processes talk over gloo.
 """
 import argparse
-import importlib.util
 import os
 import os.path as osp
 import sys
 import warnings
 sys.path.append(os.path.dirname(os.path.realpath(__file__)))  # tools/, however the tool is started
-import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
+import check_environment  # noqa: E402 (first: outside the environment, names the fix)
 
 # mmengine 0.10.7 imports pkg_resources, which setuptools deprecates: nothing a user can act on
 warnings.filterwarnings('ignore', message='pkg_resources is deprecated', category=UserWarning)
-from mmengine.config import DictAction  # noqa: E402 (light: no torch)
+cli = check_environment.light_module('supervisor/cli.py')  # the flags test.py shares; no torch
 
-ROOT = osp.dirname(osp.dirname(osp.realpath(__file__)))
+ROOT = check_environment.ROOT
 
 EPILOG = """\
 examples:
@@ -57,46 +56,20 @@ def parse_args(argv=None):
                    'train_dataloader.batch_size) over auto_scale_lr.base_batch_size')
     p.add_argument('--no-validate', action='store_true',
                    help='run no validation loop during training')
-    p.add_argument('--vis-backend', action='append', default=[],
-                   choices=['local', 'tensorboard', 'wandb', 'mlflow'],
-                   help='also log scalars to this backend (repeatable); the package it needs '
-                   '(tensorboard, wandb, mlflow) must be installed')
-    p.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
-                   help='override config keys, e.g. train_dataloader.batch_size=8 '
-                   'optim_wrapper.optimizer.lr=1e-3')
-    p.add_argument('--show-config', action='store_true',
-                   help='print the config and the hook table on the console too (they always '
-                   'go to the run\'s log file)')
+    cli.add_run_options(p, options_example='train_dataloader.batch_size=8 '
+                        'optim_wrapper.optimizer.lr=1e-3',
+                        scripts='dist_train.sh and slurm_train.sh')
     p.add_argument('--preflight-only', action='store_true',
                    help='check every checkpoint and dataset the config reads, list the missing '
                    'ones, and exit (dist_train.sh runs this before torchrun starts any rank)')
-    p.add_argument('--skip-preflight', action='store_true',
-                   help='do not check the config\'s checkpoints and datasets before building '
-                   'anything (or set PECO_SKIP_PREFLIGHT=1)')
-    p.add_argument('--launcher', choices=['none', 'pytorch', 'slurm', 'mpi'], default='none',
-                   help='job launcher (dist_train.sh and slurm_train.sh set it)')
-    p.add_argument('--local-rank', '--local_rank', type=int, default=0, help=argparse.SUPPRESS)
-    args = p.parse_args(argv)
-    os.environ.setdefault('LOCAL_RANK', str(args.local_rank))
-    return args
-
-
-def load_preflight():
-    """peco_mm/engine/preflight.py on its own: `import peco_mm` registers every model (torch,
-    seconds), and the check needs only the config."""
-    package = importlib.util.find_spec('peco_mm')  # found, not imported
-    base = package.submodule_search_locations[0] if package else osp.join(ROOT, 'peco_mm')
-    spec = importlib.util.spec_from_file_location(
-        'peco_mm_preflight', osp.join(base, 'engine', 'preflight.py'))
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # (dataclasses look their module up)
-    spec.loader.exec_module(mod)
-    return mod
+    return cli.parse(p, argv)
 
 
 def preflight_only(args) -> int:
-    """Check the config's inputs as the run would; print the report; 0 when all are there."""
-    pre = load_preflight()
+    """Check the config's inputs as the run would; print the report; 0 when all are there.
+    peco_mm/supervisor/preflight.py is loaded on its own: `import peco_mm` registers every
+    model (torch, seconds), and the check needs only the config."""
+    pre = check_environment.light_module('supervisor/preflight.py')
     cfg = pre.load(args.config, args.cfg_options, no_validate=args.no_validate)
     cfg.work_dir = args.work_dir or cfg.get('work_dir') or osp.join(
         'work_dirs', osp.splitext(osp.basename(args.config))[0])  # as the run picks it
@@ -108,24 +81,12 @@ def preflight_only(args) -> int:
 
 def main(argv=None):
     args = parse_args(argv)
-    if not osp.isfile(args.config):
-        raise SystemExit(f'train.py: config file {args.config!r} not found')
-    if args.skip_preflight:
-        os.environ['PECO_SKIP_PREFLIGHT'] = '1'
+    cli.check_config(args, 'train.py')
     if args.preflight_only:
         raise SystemExit(preflight_only(args))
     sys.path.insert(0, ROOT)  # run from any folder
-    from peco_mm.engine.launch import run
-    from peco_mm.utils.distributed import finish
-    from peco_mm.engine.preflight import PreflightError, exit_message
-    try:
-        run(args.config, args.work_dir, args.cfg_options, 'train', resume=args.resume,
-            amp=args.amp, launcher=args.launcher, no_validate=args.no_validate,
-            auto_scale_lr=args.auto_scale_lr, vis_backends=tuple(args.vis_backend),
-            show_config=args.show_config)
-    except PreflightError as err:  # every missing input, in one block, without a traceback
-        raise SystemExit(exit_message(err))
-    finish()  # every rank waits, then leaves the process group
+    cli.launch(args, 'train', resume=args.resume, amp=args.amp, no_validate=args.no_validate,
+               auto_scale_lr=args.auto_scale_lr)
 
 
 if __name__ == '__main__':

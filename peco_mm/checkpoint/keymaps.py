@@ -13,7 +13,7 @@ image size (that step, from the weights' shapes, in `vit_args`).
     model = PeCoViT(**kwargs); model.load_state_dict(sd)
 
 `tools/convert_checkpoint.py` is the command-line front end. The inverse maps (PeCoViT -> timm,
-Hugging Face) live in `peco_mm.models.export`; the Hugging Face names are one table here
+Hugging Face) live in `peco_mm.tooling.export`; the Hugging Face names are one table here
 (`HF_BEIT_NAMES`), read in both directions.
 """
 from __future__ import annotations

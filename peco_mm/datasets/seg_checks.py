@@ -8,9 +8,9 @@ A label map that does not fit its image trains silently too (one smaller than it
 transposed, is resized and cropped along with it), and an RGB label map fails later with a bare
 `stack expects each tensor to be equal size`.
 `CheckSegLabels` sits right after `LoadAnnotations` and names the file instead. Its number of
-classes is the model's: `set_label_check_classes(cfg)` (called by tools/train.py, tools/test.py
-and tools/check_dataset.py) fills it in from `model.decode_head.num_classes`, so a config
-that changes the head's classes checks against the new number.
+classes is the model's: the launcher (`peco_mm.supervisor.seg_classes`, for tools/train.py,
+tools/test.py and tools/check_dataset.py) fills it in from `model.decode_head.num_classes`, so
+a config that changes the head's classes checks against the new number.
 """
 from __future__ import annotations
 
@@ -65,44 +65,6 @@ class CheckSegLabels(BaseTransform):
     def __repr__(self) -> str:
         return (f'{self.__class__.__name__}(num_classes={self.num_classes}, '
                 f'ignore_index={self.ignore_index})')
-
-
-def set_label_check_classes(cfg) -> None:
-    """Set `num_classes` of every CheckSegLabels in the config's dataloaders to the model's
-    `decode_head.num_classes`; raise ValueError naming both keys when one set in a pipeline
-    differs from it, or when neither is known."""
-    head = (cfg.get('model') or {}).get('decode_head')
-    heads = head if isinstance(head, (list, tuple)) else [head]
-    model_classes = next((h.get('num_classes') for h in heads
-                          if isinstance(h, dict) and h.get('num_classes')), None)
-    for key, check in label_checks(cfg):
-        own = check.get('num_classes')
-        if own is None and model_classes is None:
-            raise ValueError(f'{key}: CheckSegLabels needs num_classes and the config has no '
-                             'model.decode_head.num_classes to take it from')
-        if own is not None and model_classes is not None and own != model_classes:
-            raise ValueError(f'{key}.num_classes={own} but model.decode_head.num_classes='
-                             f'{model_classes}: labels would be checked against the wrong '
-                             f'number of classes; drop {key}.num_classes (it follows the '
-                             'model) or make them equal')
-        check['num_classes'] = own if own is not None else model_classes
-
-
-def label_checks(cfg):
-    """(config key, dict) of every CheckSegLabels transform in the dataloaders' datasets."""
-    for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
-        stack = [(f'{loader}.dataset', (cfg.get(loader) or {}).get('dataset'))]
-        while stack:
-            key, ds = stack.pop()
-            if not isinstance(ds, dict):
-                continue
-            for i, t in enumerate(ds.get('pipeline') or []):
-                if isinstance(t, dict) and str(t.get('type')).split('.')[-1] == 'CheckSegLabels':
-                    yield f'{key}.pipeline.{i}', t
-            inner = ds.get('dataset')
-            stack += [(f'{key}.dataset.{j}', d) for j, d in enumerate(inner)] if isinstance(
-                inner, list) else [(f'{key}.dataset', inner)]
-            stack += [(f'{key}.datasets.{j}', d) for j, d in enumerate(ds.get('datasets') or [])]
 
 
 def label_map_problem(label_shape: tuple, img_shape: tuple | None) -> str | None:

@@ -1,4 +1,5 @@
-"""Training machinery: the launcher, layer-decay constructor, bf16 autocast wrapper, hooks."""
+"""Training machinery a config builds: the layer-decay constructor, the bf16 autocast and
+non-finite guard optimizer wrappers, hooks. The launcher is `peco_mm.supervisor`'s."""
 from .hooks import CodebookHealthHook, ReconstructionVisHook
 from .optimizers import (AutocastOptimWrapper, LayerDecayOptimWrapperConstructor,
                          layer_decay_param_groups)

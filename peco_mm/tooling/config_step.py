@@ -31,7 +31,7 @@ def load_config(path: str, options: dict | None = None):
     """The config with `options` merged (as --cfg-options) and the host scope initialised."""
     from mmengine.registry import init_default_scope
 
-    from ..engine.launch import load_config as read_config
+    from ..supervisor.launch import load_config as read_config
     cfg = read_config(path, options)
     init_default_scope(cfg.get('default_scope', 'mmpretrain'))
     return cfg

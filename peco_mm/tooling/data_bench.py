@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..engine.workers import cores_per_gpu, default_workers  # noqa: F401 (the tool's names)
+from ..supervisor.workers import cores_per_gpu, default_workers  # noqa: F401 (the tool's names)
 
 PHOTO_HW = (375, 500)  # ImageNet's most common image size
 # the names the table gives the steps of the shipped pretraining pipelines

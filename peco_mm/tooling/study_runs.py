@@ -138,7 +138,7 @@ class Study:
 
     def make_plan(self):
         """The RunPlan (console progress and ETA) of every replicate's runs."""
-        from peco_mm.engine.console import RunPlan
+        from peco_mm.supervisor.console import RunPlan
         plan = [(d, f'{d} ({Path(c).stem}, {n} iterations)', n * COST[s])
                 for r in self.replicates for d, c, s, n in self.runs(r)]
         return RunPlan(plan)
@@ -211,8 +211,8 @@ class Study:
                 self.progress(run_dir, ': trained by another process')
                 return res
         self.progress(run_dir)
-        from peco_mm.engine.console import output_to
-        from peco_mm.engine.launch import run
+        from peco_mm.supervisor.console import output_to
+        from peco_mm.supervisor.launch import run
         t = time.time()
         work = self.wd / run_dir
         work.mkdir(parents=True, exist_ok=True)
@@ -231,6 +231,6 @@ class Study:
 
     def test(self, res: dict) -> dict:
         """tools/test.py on a trained run: its test_evaluator's metrics (the test half)."""
-        from peco_mm.engine.launch import run
+        from peco_mm.supervisor.launch import run
         return run(res['config'], work_dir=str(Path(res['config']).parent), mode='test',
                    checkpoint=res['ckpt']).metrics

@@ -222,7 +222,7 @@ def test_workers_per_gpu_follow_the_cores_and_the_cost_per_sample(tmp_path, monk
     # num_workers='auto' (the shipped pretraining loaders): the cores of a rank's share but one
     from mmengine.config import Config
 
-    from peco_mm.engine import workers
+    from peco_mm.supervisor import workers
     monkeypatch.setattr(workers.os, 'sched_getaffinity', lambda pid: set(range(32)),
                         raising=False)
     monkeypatch.setenv('LOCAL_WORLD_SIZE', '2')

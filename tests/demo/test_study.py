@@ -611,7 +611,7 @@ def test_a_run_keeps_numpy_metrics_as_plain_numbers(tmp_path, monkeypatch):
     import json
     from pathlib import Path
 
-    import peco_mm.engine.launch as launch
+    import peco_mm.supervisor.launch as launch
     from tests.conftest import load_tool
     study = load_tool('study').Study(str(tmp_path), 'quick')
 

@@ -11,7 +11,7 @@ from PIL import Image
 
 import peco_mm  # noqa: F401
 from peco_mm.datasets.seg_checks import CheckSegLabels
-from peco_mm.engine.launch import check_dataset_paths, sync_with_model
+from peco_mm.supervisor.launch import check_dataset_paths, sync_with_model
 from peco_mm.models import PeCoViT
 from tests.dense.test_dense_models import CFG, build, tiny
 

@@ -13,7 +13,7 @@ from mmengine.registry import init_default_scope
 from mmengine.runner.checkpoint import load_state_dict
 
 import peco_mm  # noqa: F401
-from peco_mm.engine.launch import cpu_mixed_precision
+from peco_mm.supervisor.launch import cpu_mixed_precision
 from peco_mm.models import PeCoViT, ViTPyramidAdapter, default_pyramid_indices
 from tests.conftest import ROOT
 

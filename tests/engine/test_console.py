@@ -1,10 +1,10 @@
-"""What a run prints on the console (peco_mm.engine.console): no config dump or hook table
+"""What a run prints on the console (peco_mm.supervisor.console): no config dump or hook table
 (the log file keeps them), the environment in one line, mmengine's data-loader restart said
 once with its reason, machine notes once per process."""
 import torch
 from mmengine.logging import MMLogger
 
-from peco_mm.engine import console
+from peco_mm.supervisor import console
 
 ENV = ('\n' + '-' * 60 + '\nSystem environment:\n    sys.platform: linux\n'
        '    Python: 3.11.7 (main, May  9 2026) [GCC 12.2.0]\n    CUDA available: False\n'
@@ -90,7 +90,7 @@ def test_machine_notes_reach_the_console_once_per_process(tmp_path, capsys, monk
 
 
 def test_run_plan_prints_run_k_of_n_with_an_eta_from_the_finished_runs(capsys):
-    from peco_mm.engine.console import RunPlan
+    from peco_mm.supervisor.console import RunPlan
     plan = RunPlan([('a', 'first', 10.0), ('b', 'second', 20.0), ('c', 'third', 30.0)])
     plan.start('a')
     plan.finish('a', 5.0)  # 0.5 s per cost unit
@@ -106,7 +106,7 @@ def test_run_plan_prints_run_k_of_n_with_an_eta_from_the_finished_runs(capsys):
 def test_output_to_keeps_a_run_off_the_console_and_shows_its_tail_on_error(tmp_path, capsys):
     import pytest
 
-    from peco_mm.engine.console import output_to
+    from peco_mm.supervisor.console import output_to
     log = tmp_path / 'console.log'
     with output_to(log):
         print('step 1 of the run')

@@ -5,14 +5,14 @@ import sys
 
 import pytest
 
-from peco_mm.utils import malloc
+from peco_mm.supervisor import malloc
 from tests.conftest import ROOT
 
 # allocate, touch and free a 64 MiB tensor (16384 pages of 4 KiB) 12 times to reach a steady
 # state (with reuse the heap settles after a few), then count the minor page faults of 12 more
 FAULTS = """
 import resource, sys, torch
-from peco_mm.utils.malloc import reuse_freed_memory
+from peco_mm.supervisor.malloc import reuse_freed_memory
 applied = reuse_freed_memory() if sys.argv[1] == 'reuse' else None
 def faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt

@@ -2,7 +2,7 @@
 import pytest
 from mmengine.config import Config
 
-from peco_mm.engine.launch import check_pretrained_paths
+from peco_mm.supervisor.launch import check_pretrained_paths
 
 
 def _cfg(part: str) -> Config:

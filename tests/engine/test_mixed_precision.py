@@ -14,7 +14,7 @@ from mmengine.optim import build_optim_wrapper
 from torch.utils._python_dispatch import TorchDispatchMode
 
 import peco_mm  # noqa: F401
-from peco_mm.engine.launch import cpu_mixed_precision
+from peco_mm.supervisor.launch import cpu_mixed_precision
 from peco_mm.engine.optimizers import AutocastOptimWrapper
 from peco_mm.layers.quantizer import EMAVectorQuantizer, nearest_codes
 from peco_mm.tooling import benchmark as bm

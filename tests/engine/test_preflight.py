@@ -1,5 +1,5 @@
 """The pre-flight check: every missing checkpoint and dataset of a config, in one block, once,
-before any rank starts (peco_mm.engine.preflight, tools/train.py --preflight-only,
+before any rank starts (peco_mm.supervisor.preflight, tools/train.py --preflight-only,
 tools/dist_train.sh)."""
 import os
 import subprocess
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from peco_mm.engine import preflight
+from peco_mm.supervisor import preflight
 from tests.conftest import ROOT
 
 CFG = ROOT / 'configs' / 'peco'

@@ -1,4 +1,4 @@
-"""No process outlives the one that started it (peco_mm/utils/process_tree.py): a data loader
+"""No process outlives the one that started it (peco_mm/supervisor/process_tree.py): a data loader
 worker dies with its rank, and the launcher ends whatever is left when torchrun exits, so
 `tools/dist_train.sh ... | tee log` returns after a rank is killed."""
 import os
@@ -11,7 +11,7 @@ import pytest
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith('linux'), reason='Linux prctl')
-SUPERVISOR = ROOT / 'peco_mm' / 'utils' / 'process_tree.py'
+SUPERVISOR = ROOT / 'peco_mm' / 'supervisor' / 'process_tree.py'
 # a "rank": forks a busy "worker" (as a data loader does), writes its pid, then is killed by
 # SIGKILL, as the kernel's out-of-memory killer does; the worker holds the rank's stdout
 RANK = r'''
@@ -94,5 +94,5 @@ def test_the_launcher_ends_what_a_killed_rank_left_and_frees_the_pipe(tmp_path):
 def test_dist_scripts_run_torchrun_under_the_supervisor():
     for script in ('dist_train.sh', 'dist_test.sh'):
         text = (ROOT / 'tools' / script).read_text()
-        assert ('exec "$PY" "$ROOT/peco_mm/utils/process_tree.py" \\\n'
+        assert ('exec "$PY" "$ROOT/peco_mm/supervisor/process_tree.py" \\\n'
                 '  "$PY" -m torch.distributed.run') in text, script

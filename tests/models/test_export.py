@@ -17,8 +17,8 @@ import torch
 import torch.nn as nn
 
 from peco_mm.checkpoint import convert_checkpoint, read_checkpoint
-from peco_mm.models.export import (CITATION_BIBTEX, read_config_text, read_export_source,
-                                   timm_file_call, to_hf, to_timm, write_export)
+from peco_mm.tooling.export import (CITATION_BIBTEX, read_config_text, read_export_source,
+                                    timm_file_call, to_hf, to_timm, write_export)
 from peco_mm.models.vit import PeCoViT
 from tests.conftest import randomize
 
@@ -467,7 +467,7 @@ def test_the_docs_mmpretrain_classifier_exports_with_its_head(tmp_path):
 def test_resizing_the_processor_cannot_follow_is_named():
     """A resize other than the short side's (mmseg's Resize, mmpretrain's Resize) is noted;
     the processor keeps the model's input size."""
-    from peco_mm.models.export import read_preprocessing
+    from peco_mm.tooling.export import read_preprocessing
     cfg = read_config_text("test_pipeline = [dict(type='mmseg.Resize', scale=(2048, 512)), "
                            "dict(type='CenterCrop', crop_size=48)]\n")
     data, notes = read_preprocessing(cfg, 64, 'run.pth')

@@ -72,7 +72,7 @@ def test_check_dataset_help_is_fast():
 
 
 def test_training_stops_naming_the_bad_file(tmp_path, bad_folder, isolated_mmengine):
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     data, bad = bad_folder
     cfg = write_cls(tmp_path / 'cls.py', data, iters=4, interval=100)
     with pytest.raises(RuntimeError) as err:
@@ -83,7 +83,7 @@ def test_training_stops_naming_the_bad_file(tmp_path, bad_folder, isolated_mmeng
 
 
 def test_training_skips_bad_files_up_to_the_limit(tmp_path, bad_folder, isolated_mmengine):
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     data, bad = bad_folder
     # 4 steps x 4 images = 16 >= 15 training files: every file is read once
     cfg = write_cls(tmp_path / 'cls.py', data, iters=4, interval=100,
@@ -139,7 +139,7 @@ def check_dataset(args, capsys):
 
 
 def test_seg_labels_in_tool_and_run(tmp_path, ade_root, isolated_mmengine, capsys):
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     expected = damage_labels(ade_root)
     expected.update(damage_label_values(ade_root))  # named by the tool, not by mmseg
     cfg = write_cfg(tmp_path / 'upernet.py', TINY_UPERNET, data=ade_root, lr=1e-3, iters=8)
@@ -303,7 +303,7 @@ def test_check_dataset_checks_videos_and_their_labels(tmp_path, video_list, isol
 
 def test_training_stops_naming_video_labels_the_head_cannot_learn(tmp_path, video_list,
                                                                   isolated_mmengine):
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     expected = mislabel(video_list)
     with pytest.raises(ValueError) as err:
         run(str(video_cfg(tmp_path, video_list)), str(tmp_path / 'work'))
@@ -323,7 +323,7 @@ def test_an_empty_validation_list_is_named(tmp_path):
     from mmaction.datasets import VideoDataset
     from mmengine.config import Config
 
-    from peco_mm.engine.hooks.safeguards import built_loop
+    from peco_mm.supervisor.safeguards import built_loop
     empty = tmp_path / 'empty.txt'
     empty.write_text('')
 
@@ -343,7 +343,7 @@ def test_an_empty_validation_list_is_named(tmp_path):
 def test_labels_are_checked_against_classifier_heads_only():
     """A MIM head's num_classes is its codebook size: a pretraining set's labels (e.g. the
     21841 classes of ImageNet-22k against 8192 codes) are not learned, so not checked."""
-    from peco_mm.datasets.label_checks import classifier_classes, label_problem
+    from peco_mm.supervisor.label_checks import classifier_classes, label_problem
     head = dict(num_classes=8192)
     assert classifier_classes(dict(model=dict(type='PeCo', head=head))) is None
     assert classifier_classes(dict(model=dict(type='mmpretrain.ImageClassifier', head=head))

@@ -10,7 +10,7 @@ from tests.reliability.conftest import write_cls
 
 
 def test_batch_larger_than_the_dataset(tmp_path, cls_data, isolated_mmengine):
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     cfg = write_cls(tmp_path / 'cls.py', cls_data, iters=2)  # 3 classes x 4 = 12 images
     opts = {'train_dataloader.batch_size': 16, 'train_dataloader.drop_last': True}
     with pytest.raises(ValueError) as err:

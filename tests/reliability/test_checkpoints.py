@@ -66,7 +66,7 @@ def test_kill_inside_checkpoint_write_then_resume(tmp_path, cls_data, isolated_m
     assert (work / 'last_checkpoint').read_text().strip().endswith('iter_2.pth')
     assert read_checkpoint(work / 'iter_2.pth')['meta']['iter'] == 2
 
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     run(str(cfg), str(work), resume='auto')
     iters = [r['iter'] for r in scalars(work) if 'loss' in r]
     assert iters == [3, 4]  # continued from iteration 2, not from scratch
@@ -76,7 +76,7 @@ def test_kill_inside_checkpoint_write_then_resume(tmp_path, cls_data, isolated_m
 
 @pytest.mark.parametrize('damage', ['truncated', 'missing', 'empty_pointer'])
 def test_resume_falls_back_to_newest_readable(tmp_path, damage):
-    from peco_mm.engine.hooks import find_resumable_checkpoint
+    from peco_mm.supervisor.resume import find_resumable_checkpoint
     for i in (2, 4):
         torch.save({'meta': {'iter': i}, 'state_dict': {'w': torch.ones(64)}},
                    tmp_path / f'iter_{i}.pth')
@@ -101,7 +101,7 @@ def test_resume_falls_back_to_newest_readable(tmp_path, damage):
 
 
 def test_resume_from_a_truncated_path_says_so(tmp_path, cls_data, isolated_mmengine):
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     cfg = write_cls(tmp_path / 'cls.py', cls_data)
     work = tmp_path / 'work'
     work.mkdir()
@@ -119,7 +119,7 @@ def test_kept_and_best_checkpoints_are_renamed_then_pruned(tmp_path, cls_data, i
     """max_keep_ckpts and save_best as mmengine's hook gives them, with every file written as
     `.part` and renamed; the message hub in each file names the final files; a resume with a
     smaller max_keep_ckpts prunes the older ones."""
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     cfg = write_cls(tmp_path / 'cls.py', cls_data, iters=6, interval=1, keep=2)
     work = tmp_path / 'work'
     opts = {'train_cfg.val_interval': 2, 'default_hooks.checkpoint.save_best': 'accuracy/top1',

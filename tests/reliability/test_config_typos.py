@@ -43,7 +43,7 @@ ARCH_DICT = ('model = dict(backbone=dict(arch=dict(_delete_=True, embed_dims=64,
 ], ids=['arch', 'checkpoint_hook', 'backbone', 'optimizer', 'optim_wrapper', 'dataloader',
         'loop', 'dist_cfg', 'hook_type'])
 def test_typo_refused_before_training(tmp_path, cls_data, isolated_mmengine, option, message):
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     cfg = write_cls(tmp_path / 'cls.py', cls_data, iters=2, interval=1, extra=ARCH_DICT)
     with pytest.raises(ValueError) as err:
         run(str(cfg), str(tmp_path / 'work'), option)
@@ -52,7 +52,7 @@ def test_typo_refused_before_training(tmp_path, cls_data, isolated_mmengine, opt
 
 
 def test_custom_hook_typo_and_valid_configs_pass():
-    from peco_mm.engine.config_keys import check_config_keys
+    from peco_mm.supervisor.config_keys import check_config_keys
     cfg = Config(dict(default_scope='mmpretrain', custom_hooks=[
         dict(type='CodebookHealthHook', interval=5, usage_treshold=0.2)]))
     with pytest.raises(ValueError, match=r'custom_hooks.0.usage_treshold: unknown key for '

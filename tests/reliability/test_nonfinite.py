@@ -40,7 +40,7 @@ def peco_parts(tmp_path_factory):
     ('pretrain_mae_vitb_in1k_800e.py', dict(mask=MAE_MASK_STEP, model_extra=MAE_NECK)),
 ], ids=['peco', 'peco_mae'])
 def test_diverging_pretraining_stops(tmp_path, peco_parts, isolated_mmengine, base, extra):
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     data, tok = peco_parts
     cfg = write_config(tmp_path / 'peco.py', base, tok, str(data), iters=30, **extra)
     work = tmp_path / 'work'
@@ -65,7 +65,7 @@ def test_diverging_pretraining_stops(tmp_path, peco_parts, isolated_mmengine, ba
 ], ids=['upernet', 'mask_rcnn'])
 def test_diverging_dense_model_stops(model, template, data, length, where, tmp_path, request,
                                      isolated_mmengine):
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     cfg = write_cfg(tmp_path / f'{model}.py', template, data=request.getfixturevalue(data),
                     lr=1e6, **length)
     work = tmp_path / 'work'
@@ -79,7 +79,7 @@ def test_skip_nonfinite_steps_up_to_max(tmp_path, cls_data, isolated_mmengine):
     """A loss made NaN at chosen steps: two skipped (weights untouched), the third stops."""
     from mmengine.hooks import Hook
 
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     from peco_mm.registry import HOOKS
 
     @HOOKS.register_module(force=True)
@@ -110,7 +110,7 @@ def test_nan_weights_are_never_saved(tmp_path, cls_data, isolated_mmengine):
     that step is refused and the earlier one stays."""
     from mmengine.hooks import Hook
 
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     from peco_mm.registry import HOOKS
 
     @HOOKS.register_module(force=True)
@@ -135,7 +135,7 @@ def test_tokenizer_skips_through_the_shared_guard(tmp_path, isolated_mmengine):
     at iteration 5, with the shared guard's message."""
     from mmengine.hooks import Hook
 
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     from peco_mm.registry import HOOKS
     from peco_mm.tooling.demo_data import make_class_folder
     from tests.reliability.test_resume_mismatch import TOKENIZER, tokenizer_opts
@@ -161,7 +161,7 @@ def test_tokenizer_skips_through_the_shared_guard(tmp_path, isolated_mmengine):
 
 
 def test_nonfinite_weights_loaded_are_refused(tmp_path, cls_data, isolated_mmengine):
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     cfg = write_cls(tmp_path / 'cls.py', cls_data, iters=1, interval=1)
     run(str(cfg), str(tmp_path / 'good'))
     state = read_checkpoint(tmp_path / 'good' / 'iter_1.pth')['state_dict']

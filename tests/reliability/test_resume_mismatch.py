@@ -26,7 +26,7 @@ def tok_data(tmp_path):
 
 
 def test_tokenizer_of_another_width(tmp_path, tok_data, isolated_mmengine):
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     work = tmp_path / 'work'
     run(TOKENIZER, str(work), tokenizer_opts(tok_data, 32))
     with pytest.raises(ValueError) as err:  # same work dir, --resume, a 16-wide codebook
@@ -41,7 +41,7 @@ def test_tokenizer_of_another_width(tmp_path, tok_data, isolated_mmengine):
 
 def test_pretraining_checkpoint_to_a_tokenizer_run(tmp_path, tok_data, peco_parts,  # noqa: F811
                                                    isolated_mmengine):
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     data, tok = peco_parts
     cfg = write_config(tmp_path / 'peco.py', 'pretrain_vitb_in1k_300e.py', tok, str(data),
                        iters=1)
@@ -56,7 +56,7 @@ def test_pretraining_checkpoint_to_a_tokenizer_run(tmp_path, tok_data, peco_part
 
 
 def test_same_run_resumes_quietly(tmp_path, tok_data, isolated_mmengine):
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     work = tmp_path / 'work'
     run(TOKENIZER, str(work), tokenizer_opts(tok_data, 32))
     run(TOKENIZER, str(work), tokenizer_opts(tok_data, 32, iters=2), resume='auto')

@@ -9,7 +9,7 @@ from tests.dense.conftest import TINY_UPERNET, write_cfg
 @pytest.mark.filterwarnings('ignore:For binary segmentation:UserWarning')
 def test_label_check_takes_the_heads_classes(tmp_path, ade_root, isolated_mmengine,
                                              monkeypatch):
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     # the pre-flight names the 2-class head against ADE20K's 150 classes first
     # (tests/engine/test_preflight.py); here the label check behind it, which sees the files
     monkeypatch.setenv('PECO_SKIP_PREFLIGHT', '1')
@@ -26,7 +26,8 @@ def test_label_check_takes_the_heads_classes(tmp_path, ade_root, isolated_mmengi
 def test_label_check_classes_filled_in_or_refused():
     from mmengine.config import Config
 
-    from peco_mm.datasets.seg_checks import CheckSegLabels, set_label_check_classes
+    from peco_mm.datasets.seg_checks import CheckSegLabels
+    from peco_mm.supervisor.seg_classes import set_label_check_classes
     check = dict(type='CheckSegLabels', ignore_index=255)
     cfg = Config(dict(model=dict(decode_head=dict(num_classes=7)),
                       train_dataloader=dict(dataset=dict(pipeline=[dict(type='X'), check])),

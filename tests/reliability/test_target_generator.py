@@ -14,7 +14,7 @@ from peco_mm.checkpoint import read_checkpoint
 
 
 def test_resume_without_the_tokenizer_file(tmp_path, peco_parts, isolated_mmengine):  # noqa: F811
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     data, tok = peco_parts
     own_tok = tmp_path / 'tok.pth'
     shutil.copy(tok, own_tok)
@@ -36,7 +36,7 @@ def test_load_from_with_another_codebook_size(tmp_path, peco_parts,  # noqa: F81
                                               isolated_mmengine):
     from mmengine.config import Config
 
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     from peco_mm.tokenizer.tokenizer import PeCoTokenizer
     data, tok = peco_parts
     run(write_config(tmp_path / 'a.py', 'pretrain_vitb_in1k_300e.py', tok, str(data), iters=1),

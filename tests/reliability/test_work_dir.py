@@ -10,8 +10,8 @@ from peco_mm.checkpoint import read_checkpoint
 def test_copied_work_dir_resumes_from_its_own_files(tmp_path):
     from mmengine.config import Config
 
-    from peco_mm.engine.hooks import find_resumable_checkpoint
-    from peco_mm.engine.hooks.safeguards import add_safeguards
+    from peco_mm.supervisor.resume import find_resumable_checkpoint
+    from peco_mm.supervisor.safeguards import add_safeguards
     original, copy = tmp_path / 'original', tmp_path / 'copy'
     original.mkdir()
     torch.save({'meta': {'iter': 2}, 'state_dict': {}}, original / 'iter_2.pth')
@@ -34,7 +34,7 @@ def test_resume_with_no_readable_checkpoint_stops_instead_of_starting_over(tmp_p
     import pytest
     from mmengine.config import Config
 
-    from peco_mm.engine.hooks.safeguards import add_safeguards
+    from peco_mm.supervisor.safeguards import add_safeguards
     (tmp_path / 'iter_2.pth').write_bytes(b'PK\x03\x04 cut')  # a torn write
     cfg = Config(dict(work_dir=str(tmp_path), resume=True, load_from=None))
     with pytest.raises(FileNotFoundError) as err:
@@ -53,7 +53,7 @@ def test_disk_full_during_a_save(tmp_path, cls_data, isolated_mmengine, monkeypa
     import pytest
     from mmengine.fileio.backends import local_backend
 
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     from tests.reliability.conftest import run_log, scalars, write_cls
     put = local_backend.LocalBackend.put
     saves = []
@@ -104,7 +104,7 @@ def test_second_run_in_a_work_dir_is_refused(tmp_path, cls_data, isolated_mmengi
 
     import pytest
 
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     from tests.reliability.conftest import run_log, write_cls
     cfg = write_cls(tmp_path / 'cls.py', cls_data, iters=1, interval=1)
     work = tmp_path / 'work'
@@ -137,7 +137,7 @@ def try_lock(work, results, barrier):
     """In a forked process: take the lock at the barrier, report, hold it until all did."""
     import os
 
-    from peco_mm.engine.work_dir_lock import lock_work_dir
+    from peco_mm.supervisor.work_dir_lock import lock_work_dir
     barrier.wait()
     try:
         results.put(('ok', os.getpid(), lock_work_dir(str(work))))
@@ -165,7 +165,7 @@ def test_racing_takeovers_of_a_stale_lock_leave_one_owner(tmp_path, monkeypatch)
     import sys
     import time
 
-    from peco_mm.engine import work_dir_lock
+    from peco_mm.supervisor import work_dir_lock
     gone = subprocess.Popen([sys.executable, '-c', 'pass'])
     gone.wait()
     work = tmp_path / 'work'
@@ -192,7 +192,7 @@ def test_empty_lock_file_is_taken_over_and_a_held_lock_refused(tmp_path):
     import json
     import os
 
-    from peco_mm.engine.work_dir_lock import lock_work_dir, unlock_work_dir
+    from peco_mm.supervisor.work_dir_lock import lock_work_dir, unlock_work_dir
     work = tmp_path / 'work'
     work.mkdir()
     (work / '.peco_lock').write_bytes(b'')  # a kill between creating and writing it

@@ -1,7 +1,7 @@
 """Every row of docs/reproduce.md's table, run as its chain of commands at toy size.
 
 Each link is the row's shipped config (configs/peco/*.py) run the way `tools/train.py` /
-`tools/test.py` run it (`peco_mm.engine.launch.run`, here in-process), with `--cfg-options`
+`tools/test.py` run it (`peco_mm.supervisor.launch.run`, here in-process), with `--cfg-options`
 that shrink it: every width divided, 64 px images, one iteration, the shipped pipelines with
 their sizes scaled, and the folders and checkpoints this test writes. What makes the row's
 config differ from its siblings (a loss weight, a perceptual network, a decoder width, a
@@ -85,7 +85,7 @@ def schedule(iters: int = ITERS, validate: bool = False) -> dict:
 
 def run_link(name: str, wd: Path, options: dict, mode: str = 'train', checkpoint=None):
     """`tools/train.py CONFIG --cfg-options ...` (or tools/test.py) in this process."""
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     cfg = PECO / f'{name}.py'
     res = run(str(cfg), str(wd), options, mode, checkpoint=checkpoint)
     if mode == 'train':

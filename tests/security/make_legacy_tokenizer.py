@@ -40,7 +40,7 @@ log_processor = dict(by_epoch=False)
 
 def main() -> None:
     sys.path.insert(0, ROOT)
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     from peco_mm.tokenizer import FrozenPeCoTokenizer
     from peco_mm.tooling.demo_data import make_class_folder
     tmp = tempfile.mkdtemp()

@@ -244,7 +244,7 @@ def resumed_target_generator(p, c):
     is read from the resumed file (`frozen_weights_from_resumed`), then built."""
     from mmengine.config import Config
 
-    from peco_mm.engine.hooks.safeguards import frozen_weights_from_resumed
+    from peco_mm.supervisor.safeguards import frozen_weights_from_resumed
     from peco_mm.registry import MODELS
     cfg = Config(dict(model=dict(target_generator=dict(
         type='FrozenPeCoTokenizer', checkpoint=str(c.root / 'gone' / 'tokenizer.pth'))),
@@ -324,7 +324,7 @@ def test_the_corpus_is_live(corpus, monkeypatch):
 
 def test_auto_resume_refuses_a_symlink_out_of_the_work_dir(corpus, tmp_path,
                                                            isolated_mmengine):  # noqa: F811
-    from peco_mm.engine.hooks import find_resumable_checkpoint
+    from peco_mm.supervisor.resume import find_resumable_checkpoint
     work = tmp_path / 'work'
     work.mkdir()
     torch.save({'meta': {'iter': 2}, 'state_dict': {}}, work / 'iter_2.pth')

@@ -114,7 +114,7 @@ def test_new_checkpoints_store_the_architecture_as_data(tmp_path, isolated_mmeng
         'make_legacy_tokenizer', ROOT / 'tests/security/make_legacy_tokenizer.py')
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     from peco_mm.tokenizer import FrozenPeCoTokenizer
     from peco_mm.tooling.demo_data import make_class_folder
     make_class_folder(tmp_path / 'data' / 'train', per_class=2, size=32)

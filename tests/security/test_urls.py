@@ -146,7 +146,7 @@ def test_resume_from_a_url_is_refused_with_a_hint():
     """--resume continues a run from its own file; a URL's weights come in with load_from."""
     from mmengine.config import Config
 
-    from peco_mm.engine.launch import apply_cli
+    from peco_mm.supervisor.launch import apply_cli
     with pytest.raises(ValueError, match=rf'--resume {BASE}w.pth: resuming takes a local '
                        'checkpoint file .* load_from=URL'):
         apply_cli(Config(dict()), 'work', 'cfg.py', BASE + 'w.pth', False, 'none')

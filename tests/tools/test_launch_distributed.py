@@ -157,7 +157,7 @@ def test_a_hung_node_is_given_up_after_the_timeout(peco_cfg, tmp_path):
 
 def test_dist_test_on_two_processes_gives_the_single_process_metrics(
         tmp_path, image_folder, isolated_mmengine):
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     cfg = write(tmp_path / 'cls.py', TINY_CLS, data=image_folder, iters=2)
     run(str(cfg), str(tmp_path / 'wd'))
     ckpt = tmp_path / 'wd' / 'iter_2.pth'

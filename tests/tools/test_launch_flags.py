@@ -25,7 +25,7 @@ def cls_cfg(tmp_path, image_folder):
 
 
 def train(cfg, work_dir, **flags):
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     return run(str(cfg), str(work_dir), None, 'train', **flags).runner
 
 
@@ -70,6 +70,24 @@ def test_train_and_test_help_list_the_host_flags():
     test_help = run_tool(['tools/test.py', '--help']).stdout
     for flag in ('--out', '--show-dir', '--vis-backend', '--cfg-options', '--work-dir'):
         assert flag in test_help, flag
+
+
+def test_train_and_test_take_the_run_flags_from_one_place(monkeypatch):
+    """The flags of a run and its start are one module's (peco_mm/supervisor/cli.py, loaded by
+    its path: no torch), read the same by both tools."""
+    monkeypatch.setenv('LOCAL_RANK', '0')  # (parsing sets it where unset)
+    train_tool, test_tool = load_tool('train'), load_tool('test')
+    assert train_tool.cli is test_tool.cli and train_tool.cli.__file__ == str(
+        ROOT / 'peco_mm' / 'supervisor' / 'cli.py')
+    flags = ['--vis-backend', 'tensorboard', '--cfg-options', 'a=1', '--show-config',
+             '--skip-preflight', '--launcher', 'pytorch']
+    shared = dict(vis_backend=['tensorboard'], cfg_options={'a': 1}, show_config=True,
+                  skip_preflight=True, launcher='pytorch', local_rank=0)
+    for args in (train_tool.parse_args(['c.py', *flags]),
+                 test_tool.parse_args(['c.py', 'x.pth', *flags])):
+        assert {k: getattr(args, k) for k in shared} == shared
+    with pytest.raises(SystemExit, match="test.py: config file 'c.py' not found"):
+        test_tool.cli.check_config(args, 'test.py')
 
 
 @pytest.mark.parametrize('tool', SH_TOOLS)
@@ -195,7 +213,7 @@ def test_no_validate_runs_no_val_loop(cls_cfg, tmp_path, isolated_mmengine):
 def test_auto_scale_lr_scales_by_total_batch(cls_cfg, tmp_path, isolated_mmengine):
     # one process x 6 images against a base batch of 24: lr x 0.25 in every param group
     opts = {'auto_scale_lr.base_batch_size': 24}
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     plain = run(str(cls_cfg), str(tmp_path / 'a'), opts, 'train').runner
     scaled = run(str(cls_cfg), str(tmp_path / 'b'), opts, 'train', auto_scale_lr=True).runner
     lr0 = [g['lr'] for g in plain.optim_wrapper.optimizer.param_groups]
@@ -213,7 +231,7 @@ def test_two_runs_in_the_same_second_log_to_their_own_work_dirs(
     # mmengine names a run's visualizer <config>_<timestamp> (or the config's own name) and
     # hands back an existing instance of that name: with the clock frozen, without distinct
     # names the second run's scalars would go to the first run's folder
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     monkeypatch.setattr(time, 'time', lambda: 1.8e9)
     opts = {'visualizer.name': vis_name} if vis_name else None
     runners = [run(str(cls_cfg), str(tmp_path / d), opts, 'train').runner for d in 'ab']
@@ -224,14 +242,14 @@ def test_two_runs_in_the_same_second_log_to_their_own_work_dirs(
 
 
 def test_cpu_malloc_typo_names_the_key_before_training(cls_cfg, tmp_path):
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     with pytest.raises(ValueError, match=r"env_cfg.cpu_malloc='reuze': expected one of"):
         run(str(cls_cfg), str(tmp_path), {'env_cfg.cpu_malloc': 'reuze'}, 'train')
     assert not (tmp_path / 'epoch_1.pth').exists() and not list(tmp_path.glob('*/vis_data'))
 
 
 def test_auto_scale_lr_without_base_batch_names_the_key(cls_cfg, tmp_path):
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     with pytest.raises(KeyError, match='auto_scale_lr.base_batch_size'):
         run(str(cls_cfg), str(tmp_path), {'auto_scale_lr.base_batch_size': None}, 'train',
             auto_scale_lr=True)
@@ -248,7 +266,7 @@ def test_amp_config_on_cpu_follows_native_bf16_with_one_log_line(cls_cfg, tmp_pa
     want = ('AutocastOptimWrapper', 'this CPU has native bf16') if native else (
         'OptimWrapper', 'No CUDA and no native bf16 on this CPU')
     opts = {'optim_wrapper.type': 'AmpOptimWrapper', 'optim_wrapper.dtype': 'bfloat16'}
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     runner = run(str(cls_cfg), str(tmp_path / 'cfg'), opts, 'train').runner
     # (the launcher's non-finite guard subclasses whichever wrapper the config ends up with)
     assert type(runner.optim_wrapper).__name__ == 'NonFiniteGuard' + want[0]
@@ -269,7 +287,7 @@ def test_vis_backend_flag_adds_backend_and_names_missing_package(cls_cfg, tmp_pa
 
     from mmengine.config import Config
 
-    from peco_mm.engine.launch import add_vis_backends
+    from peco_mm.supervisor.launch import add_vis_backends
     cfg = add_vis_backends(Config.fromfile(str(cls_cfg)), ('local',))
     assert [b['type'] for b in cfg.visualizer.vis_backends] == ['LocalVisBackend']
     if importlib.util.find_spec('tensorboard') is not None:
@@ -306,7 +324,7 @@ def test_test_out_json_show_dir_and_pkl(trained, tmp_path, isolated_mmengine):
     # (the 3 class folders hold 0.png .. 3.png each, so 4 names)
     assert sorted(p.name for p in vis.glob('*.png')) == [f'{i}.png_0.png' for i in range(4)]
     # --out FILE.pkl: every prediction, through run() as the demo calls it
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     res = run(str(cfg), str(tmp_path / 't2'), None, 'test', checkpoint=str(ckpt),
               out=str(tmp_path / 'preds.pkl'))
     assert res.metrics['accuracy/top1'] == pytest.approx(acc)
@@ -328,7 +346,7 @@ def test_test_out_with_another_suffix_is_refused(cls_cfg, tmp_path):
 def test_run_takes_a_config_object_and_leaves_it_alone(cls_cfg, tmp_path, isolated_mmengine):
     from mmengine.config import Config
 
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     cfg = Config.fromfile(str(cls_cfg))
     text = cfg.pretty_text
     runner = run(cfg, str(tmp_path / 'wd'), {'train_cfg.max_iters': 1}, 'train').runner
@@ -342,7 +360,7 @@ def test_run_takes_a_config_object_and_leaves_it_alone(cls_cfg, tmp_path, isolat
 def test_sharded_clip_note_only_for_fsdp_with_norm_clipping():
     from mmengine.config import Config
 
-    from peco_mm.engine.launch import sharded_clip_note
+    from peco_mm.supervisor.launch import sharded_clip_note
     fsdp = dict(runner_type='FlexibleRunner', strategy=dict(type='FSDPStrategy'))
     clip = dict(optim_wrapper=dict(clip_grad=dict(max_norm=3.0)))
     assert 'each rank clips its own gradient shard' in sharded_clip_note(Config({**fsdp, **clip}))
@@ -353,7 +371,7 @@ def test_sharded_clip_note_only_for_fsdp_with_norm_clipping():
 
 
 def test_fsdp_config_without_a_distributed_launch_says_how_to_start_it(cls_cfg, tmp_path):
-    from peco_mm.engine.launch import run
+    from peco_mm.supervisor.launch import run
     opts = {'runner_type': 'FlexibleRunner', 'strategy': {'type': 'FSDPStrategy'}}
     with pytest.raises(ValueError, match='needs a distributed launch: tools/dist_train.sh'):
         run(str(cls_cfg), str(tmp_path), opts, 'train')

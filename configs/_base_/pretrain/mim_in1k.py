@@ -25,7 +25,7 @@ train_pipeline = [
 
 train_dataloader = dict(
     batch_size=256,  # per GPU; 8 GPUs x 256 = the paper's 2048
-    # per GPU: this machine's cores per GPU but one (peco_mm/engine/workers.py; 15 on 16
+    # per GPU: this machine's cores per GPU but one (peco_mm/supervisor/workers.py; 15 on 16
     # cores per GPU), the workers a 0.39 s step at batch 256 needs (docs/benchmarks.md)
     num_workers='auto',
     persistent_workers=True,

@@ -10,20 +10,18 @@ write leaves `last_checkpoint` naming a missing or truncated file (and, with
 `<name>`, then rewrites `last_checkpoint` the same way, and only then deletes the checkpoints
 that fall out of `max_keep_ckpts`. It refuses to write a model with non-finite weights. It
 uses mmengine's public hook methods only (no private method overridden, nothing patched).
-`find_resumable_checkpoint` picks, for `--resume` without a path, the newest checkpoint of a
-work dir that reads back, naming every one it skipped and why.
+The launcher's `--resume` without a path picks the newest checkpoint of a work dir that reads
+back (`peco_mm.supervisor.resume`).
 """
 from __future__ import annotations
 
 import contextlib
 import errno
-import glob
 import os
 import os.path as osp
 import re
 import shutil
 import string
-import zipfile
 
 import torch
 from mmengine import dist
@@ -31,7 +29,6 @@ from mmengine.hooks import CheckpointHook
 from mmengine.model import is_model_wrapper
 
 from ...checkpoint.mmengine_loaders import weights_only_message_hub
-from ...checkpoint.reader import file_problem
 from ...registry import HOOKS
 from ...utils.finite import nonfinite_names
 
@@ -326,91 +323,3 @@ def fsync_dir(path: str) -> None:
         pass
     finally:
         os.close(fd)
-
-
-# ---- resume --------------------------------------------------------------------------------
-def checkpoint_problem(path: str) -> str | None:
-    """Why `path` cannot be resumed from (None if it reads back): missing, empty, not a torch
-    checkpoint, or a truncated / corrupt archive (every member's CRC is checked; no
-    unpickling)."""
-    if not osp.exists(path):
-        return 'missing'
-    if osp.isdir(path):
-        return None  # a DeepSpeed checkpoint folder: left to its loader
-    problem = file_problem(path)  # empty, not a torch checkpoint, truncated zip
-    if problem or not zipfile.is_zipfile(path):
-        return problem  # (a legacy torch file: read_checkpoint judges it)
-    try:
-        with zipfile.ZipFile(path) as zf:
-            bad = zf.testzip()
-    except (zipfile.BadZipFile, OSError, EOFError) as e:
-        return f'corrupt archive ({e})'
-    return f'corrupt member {bad}' if bad else None
-
-
-def in_work_dir(named: str, work_dir: str, notes: list[str]) -> str:
-    """The file `last_checkpoint` names, taken from `work_dir` (by its file name)."""
-    local = osp.join(work_dir, osp.basename(named))
-    if osp.abspath(named) != osp.abspath(local):
-        notes.append(f'resume: last_checkpoint names {named}, outside this work dir (a copied '
-                     f'or moved work dir?); looking for {osp.basename(named)} in {work_dir}')
-    return local
-
-
-def find_resumable_checkpoint(work_dir: str) -> tuple[str | None, list[str]]:
-    """The checkpoint `--resume` (no path) should use, and one line per skipped candidate.
-
-    Candidates: the file `last_checkpoint` names, then every `*.pth` in `work_dir`, newest
-    first (by modification time); the first that reads back wins. A candidate that is a
-    symlink to a file outside the work dir is refused (`refuse_link_out_of`).
-    `last_checkpoint` holds the path the run wrote, so in a copied or moved work dir it names
-    the original folder: its file name is looked up in `work_dir` instead (and a note says
-    so).
-    """
-    notes = []
-    candidates = []
-    pointer = osp.join(work_dir, 'last_checkpoint')
-    if osp.isfile(pointer):
-        with open(pointer) as f:
-            named = f.read().strip()
-        if named:
-            candidates.append(in_work_dir(named, work_dir, notes))
-        else:
-            notes.append(f'{pointer} is empty (written when the run was killed?)')
-    found = sorted(glob.glob(osp.join(work_dir, '*.pth')), key=osp.getmtime, reverse=True)
-    candidates += [p for p in found if osp.abspath(p) not in map(osp.abspath, candidates)]
-    for path in candidates:
-        refuse_link_out_of(path, work_dir)
-        problem = checkpoint_problem(path)
-        if problem is None:
-            return path, notes
-        notes.append(f'resume: skipped {path}: {problem}')
-    return None, notes
-
-
-def refuse_link_out_of(path: str, work_dir: str) -> None:
-    """Raise ValueError when `path` is a symlink whose target lies outside `work_dir`: a
-    resume without a path takes only the work dir's own files (pass a checkpoint elsewhere
-    explicitly with --resume PATH)."""
-    if not osp.islink(path):
-        return
-    target = osp.realpath(path)
-    root = osp.realpath(work_dir)
-    if osp.commonpath([target, root]) != root:
-        raise ValueError(f'resume: {path} is a symlink to {target}, outside the work dir '
-                         f'{work_dir}; refusing it. If you trust that file, pass it with '
-                         '--resume PATH')
-
-
-def remove_unfinished_writes(work_dir: str) -> list[str]:
-    """Delete the `<name>.part` files a killed or failed save left in `work_dir` (they are
-    never resumed from, and may hold the space the next save needs); one note per file."""
-    notes = []
-    for part in sorted(glob.glob(osp.join(work_dir, '*' + PART_SUFFIX))):
-        try:
-            size = osp.getsize(part)
-            os.remove(part)
-        except OSError:  # removed by another rank meanwhile
-            continue
-        notes.append(f'resume: removed {part} ({size / 2**20:.1f} MiB), an unfinished write')
-    return notes

@@ -4,7 +4,7 @@ mmengine's `AmpOptimWrapper` asserts an accelerator (CUDA, NPU, MLU, MUSA) in it
 so on a CPU it cannot be built at all. bf16 has fp32's exponent range and needs no loss scale,
 so mixed precision on a CPU is only the autocast context around the forward pass and the loss:
 `OptimWrapper` plus `torch.autocast(<the model's device>, bfloat16)` in `optim_context`.
-The launcher (`peco_mm.engine.launch.cpu_mixed_precision`) puts it in place of an
+The launcher (`peco_mm.supervisor.launch.cpu_mixed_precision`) puts it in place of an
 `AmpOptimWrapper` config on a CPU that computes bf16 natively (`cpu_has_native_bf16`); on
 CUDA the config's `AmpOptimWrapper` runs as mmengine ships it.
 

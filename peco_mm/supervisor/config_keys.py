@@ -24,7 +24,7 @@ BUILDER_KEYS = ('type', 'priority', '_scope_')
 # what the runner reads from a data loader's config itself (the rest goes to torch's DataLoader)
 LOADER_KEYS = ('dataset', 'sampler', 'batch_sampler', 'collate_fn', 'worker_init_fn',
                'num_batch_per_epoch', 'disable_subprocess_warning')
-# the runner's env_cfg (mmengine's setup_env; cpu_malloc: peco_mm.utils.malloc)
+# the runner's env_cfg (mmengine's setup_env; cpu_malloc: peco_mm.supervisor.malloc)
 ENV_KEYS = ('cudnn_benchmark', 'mp_cfg', 'dist_cfg', 'resource_limit', 'cpu_malloc')
 MP_KEYS = ('mp_start_method', 'opencv_num_threads')
 

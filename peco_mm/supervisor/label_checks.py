@@ -11,7 +11,7 @@ tools/check_dataset.py lists every one.
 """
 from __future__ import annotations
 
-from .bad_samples import FILE_KEYS
+from ..datasets.bad_samples import FILE_KEYS
 
 LABEL_KEYS = ('gt_label', 'label')  # mmpretrain, mmaction2
 # the classifiers whose head learns the dataset's labels, and their head's key (a MIM head's

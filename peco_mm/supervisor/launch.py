@@ -16,13 +16,13 @@ tests all call it. It
   ourselves (with `env_cfg.dist_cfg.timeout`) and wrap with `device_ids=None`;
 - checks every checkpoint and dataset path the config reads before anything is built, and
   reports all missing ones at once, each with its config key, the expected layout and where
-  to get it (`peco_mm.engine.preflight`);
+  to get it (`peco_mm.supervisor.preflight`);
 - reads every checkpoint mmengine loads for the run (`load_from`, `resume`, `init_cfg`)
   through peco_mm's weights-only gate (`peco_mm.checkpoint.checkpoints_through_gate`);
-- adds the training safeguards of `peco_mm.engine.hooks.safeguards` (atomic checkpoints,
+- adds the training safeguards of `peco_mm.supervisor.safeguards` (atomic checkpoints,
   resume fallback and check, non-finite loss guard, bad-sample policy);
 - on a machine without CUDA, keeps freed CPU memory for the next step instead of returning it
-  to the system (`env_cfg.cpu_malloc`, see `peco_mm.utils.malloc`): 6 % (PeCo) to
+  to the system (`env_cfg.cpu_malloc`, see `peco_mm.supervisor.malloc`): 6 % (PeCo) to
   19 % (PeCo_MAE) off a ViT-B pretraining step on 2 CPU cores.
 """
 from __future__ import annotations
@@ -41,8 +41,8 @@ from mmengine.config import Config, ConfigDict
 from mmengine.dist import is_main_process
 
 from ..checkpoint.mmengine_loaders import checkpoints_through_gate
-from ..utils.malloc import apply_cpu_malloc
-from ..utils.process_tree import tie_forked_children
+from .malloc import apply_cpu_malloc
+from .process_tree import tie_forked_children
 from . import console, preflight
 from .preflight import LAYOUTS, PreflightError, dataset_layout  # noqa: F401 (public names)
 from .workers import resolve_workers
@@ -89,7 +89,7 @@ def run(config: str | Config, work_dir: str | None = None, options: dict | None 
         show_interval: (test) paint every n-th image (mmpretrain and mmseg; mmdet paints all).
         vis_backends: extra visualizer backends by name (see VIS_BACKENDS).
         show_config: print the config and the hook table on the console too (they always go
-            to the run's log file; see `peco_mm.engine.console`).
+            to the run's log file; see `peco_mm.supervisor.console`).
     """
     if mode not in MODES:
         raise ValueError(f'mode={mode!r}: expected one of {MODES}')
@@ -129,13 +129,13 @@ def prepare_runner(cfg: Config, mode: str, show_config: bool = False):
     process group), for training the work-dir lock, safeguard hooks and the training data's
     checks; every note it made, in the run's log (the machine's once per process on the
     console)."""
-    from .hooks.safeguards import check_dataset_labels
+    from .safeguards import check_dataset_labels
     notes = [sharded_clip_note(cfg)]
     cpu_note = cpu_mixed_precision(cfg)  # about the machine: once per process on the console
     malloc_note = apply_cpu_malloc((cfg.get('env_cfg') or {}).get('cpu_malloc', 'auto'),
                                    torch.cuda.is_available())
     if mode == 'train':  # one run per work dir; atomic checkpoints, NaN guard, resume checks
-        from .hooks.safeguards import add_safeguards, check_train_batches
+        from .safeguards import add_safeguards, check_train_batches
         from .work_dir_lock import lock_work_dir
         notes.append(lock_work_dir(cfg.work_dir))
         notes += add_safeguards(cfg)
@@ -390,7 +390,7 @@ def build_runner(cfg: Config, show_config: bool = False):
 
 def check_pretrained_paths(cfg: Config) -> None:
     """Raise PreflightError (a FileNotFoundError) naming the config key of every missing
-    checkpoint the model reads (see `peco_mm.engine.preflight`)."""
+    checkpoint the model reads (see `peco_mm.supervisor.preflight`)."""
     problems = preflight.checkpoint_problems(cfg)
     if problems:
         raise PreflightError(problems)
@@ -407,7 +407,7 @@ def check_dataset_paths(cfg: Config, phases: tuple[str, ...] = ('train', 'val', 
 def sync_with_model(cfg: Config) -> None:
     """Refuse unknown hook / model keys (naming the nearest valid one); fill in the settings
     that follow the model: the label check's number of classes (seg configs)."""
-    from ..datasets.seg_checks import set_label_check_classes
+    from .seg_classes import set_label_check_classes
     from .config_keys import check_config_keys, check_run_keys
     check_config_keys(cfg)
     check_run_keys(cfg)

@@ -14,7 +14,8 @@ from typing import NamedTuple
 import mmcv
 import numpy as np
 
-from .seg_checks import as_loaded, label_map_problem, label_value_problem, wide_label_problem
+from ..datasets.seg_checks import (as_loaded, label_map_problem, label_value_problem,
+                                   wide_label_problem)
 
 
 class SegRule(NamedTuple):

@@ -27,9 +27,8 @@ import os.path as osp
 
 from mmengine.config import Config, ConfigDict
 
-from ..optimizers.nonfinite_guard import guard_optim_wrapper_cfg
-from .checkpoint import (checkpoint_problem, find_resumable_checkpoint,
-                         remove_unfinished_writes)
+from ..engine.optimizers.nonfinite_guard import guard_optim_wrapper_cfg
+from .resume import checkpoint_problem, find_resumable_checkpoint, remove_unfinished_writes
 
 
 def add_safeguards(cfg: Config) -> list[str]:
@@ -148,8 +147,8 @@ def check_train_batches(runner) -> None:
 def check_dataset_labels(runner, mode: str) -> None:
     """Raise ValueError naming the files of the samples whose label the model's head cannot
     learn (no label, or one outside its classes), or an empty validation / test set, before
-    the first step (classification and video configs; `peco_mm.datasets.label_checks`)."""
-    from ...datasets.label_checks import classifier_classes, describe_problems, label_problems
+    the first step (classification and video configs; `peco_mm.supervisor.label_checks`)."""
+    from .label_checks import classifier_classes, describe_problems, label_problems
     classes = classifier_classes(runner.cfg)
     if classes is None:
         return

@@ -8,7 +8,7 @@ torchrun signals the process groups of the ranks that are still running, not the
 the one that died. The orphaned worker keeps its memory and the launcher's stdout, so
 `tools/dist_train.sh ... | tee log` never returns.
 
-- `tie_forked_children()` (called by `peco_mm.engine.launch.run` in every process) makes the
+- `tie_forked_children()` (called by `peco_mm.supervisor.launch.run` in every process) makes the
   kernel send SIGKILL to each process this one forks from then on (the data loader's workers,
   any fork start method) when this process ends (Linux `prctl(PR_SET_PDEATHSIG)`).
 - `supervise(argv)` (run as a script by tools/dist_train.sh and dist_test.sh, standard
@@ -116,5 +116,5 @@ def supervise(argv: list[str]) -> int:
 
 if __name__ == '__main__':
     if len(sys.argv) < 2:
-        raise SystemExit('usage: python peco_mm/utils/process_tree.py COMMAND [ARGS...]')
+        raise SystemExit('usage: python peco_mm/supervisor/process_tree.py COMMAND [ARGS...]')
     sys.exit(supervise(sys.argv[1:]))

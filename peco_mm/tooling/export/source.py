@@ -191,7 +191,7 @@ def _read_head(sd: dict, path: str | None, kind: str | None) -> dict:
 def _config_heads(backbone_cfg: dict, width: int) -> int | None:
     """The backbone's number of heads in a stored PeCoViT config (an override, an arch dict,
     or a preset name of the same width)."""
-    from ..vit_config import ARCH_ZOO
+    from ...models.vit_config import ARCH_ZOO
     arch = backbone_cfg.get('arch')
     arch = ARCH_ZOO.get(arch) if isinstance(arch, str) else arch
     if backbone_cfg.get('num_heads'):
