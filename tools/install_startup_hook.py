@@ -15,6 +15,9 @@ import sys
 import sysconfig
 from pathlib import Path
 
+sys.path.append(str(Path(__file__).resolve().parent))  # tools/, however the tool is started
+import check_environment  # noqa: E402,F401 (first: outside the environment, names the fix)
+
 NAME = 'peco_mm_mmcv_ext.pth'
 SOURCE = Path(__file__).resolve().parents[1] / 'peco_mm' / 'ops' / NAME
 EPILOG = """examples:
