@@ -95,7 +95,7 @@ class ImageFiles:
         return len(self.files)
 
     def __getitem__(self, i: int):
-        from peco_mm.utils.image import load_image
+        from peco_mm.tooling.images import load_image
         return load_image(self.files[i], self.size)
 
 
@@ -177,7 +177,7 @@ def main(argv=None):
 
     from peco_mm.tokenizer import FrozenPeCoTokenizer
     from peco_mm.supervisor.distributed import finish, init_from_env
-    from peco_mm.utils.image import find_images
+    from peco_mm.tooling.images import find_images
     rank, world, device = init_from_env(args.device)
     try:
         files = find_images(args.images)

@@ -140,7 +140,8 @@ def main(argv=None):
     from PIL import Image
 
     import peco_mm  # noqa: F401  (registers peco_mm types)
-    from peco_mm.utils.image import image_grid, read_rgb, save_png, to_uint8
+    from peco_mm.utils.image import image_grid, to_uint8
+    from peco_mm.tooling.images import read_rgb, save_png
     args.device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
     for path in args.images:
         if not osp.isfile(path):

@@ -37,7 +37,8 @@ def main(argv=None):
     import torch
 
     from peco_mm.tokenizer import FrozenPeCoTokenizer
-    from peco_mm.utils.image import find_images, image_grid, load_images, save_png
+    from peco_mm.utils.image import image_grid
+    from peco_mm.tooling.images import find_images, load_images, save_png
     device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
     try:
         files = find_images(args.images)[:args.num]

@@ -11,7 +11,7 @@ def measurement_images(folder: str | None, size: int, num: int, seed: int = 0
                        ) -> torch.Tensor:
     """(num, 3, size, size) RGB in [-1, 1] (the tokenizer's input range)."""
     if folder:
-        from ..utils.image import find_images, load_image
+        from .images import find_images, load_image
         files = find_images(folder)[:num]
         return torch.stack([load_image(f, size) for f in files])
     from .demo_data import (HELD_OUT_PHOTOS, TRAIN_PHOTOS, available_photos, load_photo,

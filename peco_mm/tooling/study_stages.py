@@ -79,7 +79,8 @@ def shape_knn(study: Study, r: int, pecovit: str) -> dict:
     import torch
 
     from peco_mm.tooling.demo_checks import knn_accuracy, trained_and_random
-    from peco_mm.utils.image import IMAGENET_MEAN, IMAGENET_STD, find_images, load_images
+    from peco_mm.utils.image import IMAGENET_MEAN, IMAGENET_STD
+    from peco_mm.tooling.images import find_images, load_images
     files = find_images(study.wd / study.rep(r, 'world') / 'cls' / 'test')
     names = sorted({Path(f).parent.name for f in files})
     labels = torch.tensor([names.index(Path(f).parent.name) for f in files])
@@ -96,7 +97,7 @@ def pair_agreement(study: Study, r: int, res: dict) -> dict:
     pair's second image (the agreement that geometry does not explain)."""
     from peco_mm.tokenizer import FrozenPeCoTokenizer
     from peco_mm.tooling.code_agreement import pair_agreement as agree
-    from peco_mm.utils.image import find_images, load_images
+    from peco_mm.tooling.images import find_images, load_images
     pairs = study.wd / study.rep(r, 'world') / 'pairs'
     a, b = (load_images(find_images(pairs / side)) for side in 'ab')
     tok = FrozenPeCoTokenizer(res['ckpt'])

@@ -145,7 +145,8 @@ def reconstruction_grid(study: Study, res: dict) -> str:
     import torch
 
     from peco_mm.tokenizer import FrozenPeCoTokenizer
-    from peco_mm.utils.image import image_grid, load_images, save_png
+    from peco_mm.utils.image import image_grid
+    from peco_mm.tooling.images import load_images, save_png
     r = study.replicates[0]
     test = study.wd / study.rep(r, 'world') / 'cls' / 'test'
     files = [sorted(d.glob('*.png'))[0] for d in sorted(test.iterdir())]

@@ -66,7 +66,7 @@ def reference(job, tmp_path_factory):
 
 def test_two_workers_give_the_tokenizers_codes(job, reference):
     from peco_mm.tokenizer import FrozenPeCoTokenizer
-    from peco_mm.utils.image import find_images, load_images
+    from peco_mm.tooling.images import find_images, load_images
     codes, files, k = reference
     ckpt, images = job
     paths = find_images(images)

@@ -92,7 +92,11 @@ def test_the_launcher_ends_what_a_killed_rank_left_and_frees_the_pipe(tmp_path):
 
 
 def test_dist_scripts_run_torchrun_under_the_supervisor():
+    # both start torchrun through torchrun_args.sh's torchrun_tool (the exact command lines:
+    # tests/tools/test_launch_flags.py::test_shell_tools_start_the_command_their_usage_says)
     for script in ('dist_train.sh', 'dist_test.sh'):
         text = (ROOT / 'tools' / script).read_text()
-        assert ('exec "$PY" "$ROOT/peco_mm/supervisor/process_tree.py" \\\n'
-                '  "$PY" -m torch.distributed.run') in text, script
+        assert 'torchrun_args.sh' in text and '\ntorchrun_tool ' in text, script
+    text = (ROOT / 'tools' / 'torchrun_args.sh').read_text()
+    assert ('exec "$PY" "$ROOT/peco_mm/supervisor/process_tree.py" \\\n'
+            '    "$PY" -m torch.distributed.run') in text

@@ -50,7 +50,7 @@ def test_tokenize_dataset_takes_the_architecture(tmp_path, capsys):
                         "'num_embeddings': 32, 'embed_dims': 16}"])
     out = np.load(tmp_path / 'codes.npz')
     assert out['codes'].shape == (3, 4, 4)
-    from peco_mm.utils.image import load_images
+    from peco_mm.tooling.images import load_images
     files = [str(tmp_path / 'img' / f) for f in out['files']]
     with torch.no_grad():  # the tokenizer's own codes of each image
         np.testing.assert_array_equal(out['codes'], tok.eval().encode(load_images(files, 32)))

@@ -21,7 +21,7 @@ def training_read(path):
 
 @pytest.mark.parametrize('channels', [1, 3], ids=['grey', 'rgb'])
 def test_16bit_png_reads_as_training_does(tmp_path, channels):
-    from peco_mm.utils.image import read_rgb
+    from peco_mm.tooling.images import read_rgb
     img16 = ramp16((32, 48) if channels == 1 else (32, 48, 3))
     path = tmp_path / 'img16.png'
     cv2.imwrite(str(path), img16 if channels == 1 else img16[..., ::-1])  # BGR on disk
@@ -36,7 +36,7 @@ def test_16bit_png_reads_as_training_does(tmp_path, channels):
 
 
 def test_8bit_formats_unchanged(tmp_path):
-    from peco_mm.utils.image import read_rgb
+    from peco_mm.tooling.images import read_rgb
     rgb = np.random.default_rng(1).integers(0, 256, (20, 30, 3), dtype=np.uint8)
     Image.fromarray(rgb).save(tmp_path / 'rgb.png')
     Image.fromarray(rgb[..., 0]).save(tmp_path / 'grey.png')
@@ -49,7 +49,7 @@ def test_8bit_formats_unchanged(tmp_path):
 
 
 def test_normalize_read_only_array_does_not_warn():
-    from peco_mm.utils.image import normalize
+    from peco_mm.tooling.images import normalize
     rgb = np.asarray(Image.fromarray(np.full((4, 4, 3), 255, np.uint8)))  # read-only
     assert not rgb.flags.writeable
     with warnings.catch_warnings():
@@ -74,7 +74,7 @@ def test_image_grid_layout_and_white_padding():
 
 
 def test_find_images_is_recursive_sorted_and_case_blind(tmp_path):
-    from peco_mm.utils.image import find_images
+    from peco_mm.tooling.images import find_images
     (tmp_path / 'b').mkdir()
     for name in ('b/x.PNG', 'a.jpg', 'notes.txt'):
         (tmp_path / name).write_bytes(b'')
@@ -85,7 +85,7 @@ def test_find_images_is_recursive_sorted_and_case_blind(tmp_path):
 
 
 def test_save_png_round_trip_and_nearest_upscale(tmp_path):
-    from peco_mm.utils.image import read_rgb, save_png
+    from peco_mm.tooling.images import read_rgb, save_png
     rgb = np.zeros((2, 3, 3), np.uint8)
     rgb[0, 0] = (255, 0, 0)  # red stays red: the RGB order survives the write
     rgb[1, 2] = (0, 0, 255)

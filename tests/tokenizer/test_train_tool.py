@@ -142,5 +142,5 @@ def _load_tool(name):
 
 
 def _tool_image(path):
-    from peco_mm.utils.image import load_image
+    from peco_mm.tooling.images import load_image
     return load_image(str(path), 32)
