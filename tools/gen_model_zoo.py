@@ -64,7 +64,10 @@ FOOTER = """
 child of mmpretrain's MoCo v3 ViT-S recipe) with 3 seeds; its report,
 `work_dirs/demo/report.md`, gives their numbers (docs/reproduce.md). `configs/demo/*.py` are
 toy children of the same configs on photos that ship with scikit-image
-(`tools/make_demo_data.py` writes their data); the tests train them.
+(`tools/make_demo_data.py` writes their data); the tests train them. What a demo and a study
+config of one stage share (the toy model, the iteration-based loop, the image-folder loaders)
+is stated once in `configs/_base_/toy/{finetune_cls,tokenizer,pretrain}.py`, between the
+shipped config and the two children, so each child states its data, sizes and schedule.
 """
 
 
