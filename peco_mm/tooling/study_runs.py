@@ -17,9 +17,12 @@ from .study_profiles import CONFIG_ROOT, COST, PERCEPTUAL, PROFILES  # noqa: F40
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / 'configs' / 'study'
-# downstream rows: pretrained on a tokenizer's codes (which one), or from scratch
-TARGETS = dict(peco='lambda1', pixel='lambda0', random='random', peco_bf16='lambda1')
-INITS = ('peco', 'pixel', 'random', 'scratch', 'scratch_matched', 'peco_bf16')
+# downstream rows: pretrained on a tokenizer's codes (which one), or from scratch. clsloss:
+# Table 6's control, a tokenizer trained with lambda = 0 and a classification loss on its
+# codewords (labels of the classes A only: configs/study/tokenizer_world_clsloss.py)
+TARGETS = dict(peco='lambda1', pixel='lambda0', random='random', peco_bf16='lambda1',
+               clsloss='clsloss')
+INITS = ('peco', 'pixel', 'random', 'clsloss', 'scratch', 'scratch_matched', 'peco_bf16')
 TASK_CONFIGS = dict(cls=('finetune_vit_tiny_world.py', 'finetune_vit_tiny_world_scratch.py'),
                     seg=('upernet_vit_tiny_world.py', 'upernet_vit_tiny_world_scratch.py'))
 
@@ -84,8 +87,11 @@ class Study:
     def tokenizers(self) -> tuple[str, ...]:
         """Each replicate's tokenizers: one per lambda, and lambda = 1 against the randomly
         initialised perceptual network (the control: any perceptual loss, or this one's
-        knowledge?)."""
-        return tuple(tok_key(lam) for lam in self.lambdas) + ('random', )
+        knowledge?), and those of the profile's other downstream rows (e.g. Table 6's
+        control)."""
+        keys = tuple(tok_key(lam) for lam in self.lambdas) + ('random', )
+        return keys + tuple(dict.fromkeys(TARGETS[i] for i in self.inits if i in TARGETS
+                                          and TARGETS[i] not in keys))
 
     def change(self, iters: dict[str, int] | None = None, **settings) -> None:
         """The profile with `settings` (n_pretrain, val_per_class, rotate; None keeps the

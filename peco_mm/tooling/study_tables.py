@@ -19,6 +19,7 @@ DOWN_COLUMNS = [('MIM accuracy (%)', 'mim_acc', 1), ('few-label top-1 (%)', 'acc
                 ('mIoU (%)', 'mIoU', 1)]
 DOWN_ROWS = dict(peco='PeCo (lambda = 1 codes)', pixel='pixel codebook (lambda = 0 codes)',
                  random='random perceptual network (lambda = 1 codes)',
+                 clsloss='classification loss on codewords (Table 6 control codes)',
                  scratch='scratch (own recipe)',
                  scratch_matched='scratch, compute-matched (own recipe)',
                  peco_bf16='PeCo, targets encoded in bf16',
@@ -26,11 +27,13 @@ DOWN_ROWS = dict(peco='PeCo (lambda = 1 codes)', pixel='pixel codebook (lambda =
 T4, T10, T23 = ('Table 4: tokenizers', 'Table 10: lambda sweep',
                 'Tables 2-3: pretraining and downstream')
 RANDOM_TOK = 'lambda = 1, random perceptual network'
+OTHER_TOKS = dict(random=RANDOM_TOK,
+                  clsloss='lambda = 0 + classification loss on codewords (labels of A)')
 
 
 def tok_row(key: str) -> str:
-    if key == 'random':
-        return RANDOM_TOK
+    if key in OTHER_TOKS:
+        return OTHER_TOKS[key]
     lam = float(key[len('lambda'):].replace('p', '.'))
     return f'lambda = {lam:g}' + {0.0: ' (pixel only)', 1.0: ' (PeCo)'}.get(lam, '')
 
@@ -73,7 +76,7 @@ def endpoints(study: Study) -> list[dict]:
                     ('codeword probe (%)', 'judge on reconstructions (%)',
                      'code agreement, matched pairs (%)')]
     down = [(a, b, 1) for a in ('peco', 'pixel') for b in ('scratch', 'scratch_matched')]
-    down += [('peco', 'random', 1)] + ([('peco_bf16', 'peco', 0)]
+    down += [('peco', 'random', 1), ('peco', 'clsloss', 1)] + ([('peco_bf16', 'peco', 0)]
                                        if 'peco_bf16' in study.inits else [])
     for a, b, expect in down:  # MIM accuracy only where both predict the same codes
         if a in study.inits and b in study.inits:
@@ -98,7 +101,8 @@ def report_tables(study: Study, res: dict) -> tuple[list[str], list[str], list[d
                                               markdown_table)
     tables = []
     sweep = [tok_key(lam) for lam in study.lambdas]
-    for title, keys in ((T4, [tok_key(0.0), tok_key(1.0), 'random']), (T10, sweep)):
+    t4 = [tok_key(0.0), tok_key(1.0)] + [k for k in study.tokenizers if k in OTHER_TOKS]
+    for title, keys in ((T4, t4), (T10, sweep)):
         if title == T10 and len(sweep) <= 2:
             continue
         rows = {tok_row(k): [cell(values(study, res, title, k, key), d)

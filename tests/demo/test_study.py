@@ -285,7 +285,7 @@ def test_report_rows_are_per_replicate_lists_paired_by_replicate(tmp_path):
     study_tool = load_tool('study')
     study = study_tool.Study(str(tmp_path), 'full', replicates=3)
     res = fake_results(study, probe=lambda r, k: {'lambda1': 30.0 + r, 'lambda0': 20.0,
-                                                  'random': 25.0}[k])
+                                                  'random': 25.0, 'clsloss': 26.0}[k])
     tables, conclusions, data = study_tool.report_tables(study, res)
     text = '\n\n'.join(tables) + '\n\n' + '\n'.join(conclusions) + '\n'
     assert check_report(text) == []
@@ -295,15 +295,24 @@ def test_report_rows_are_per_replicate_lists_paired_by_replicate(tmp_path):
     assert p1['a_values'] == [30.0, 31.0, 32.0] and p1['b_values'] == [20.0, 20.0, 20.0]
     assert all(w in conclusions[0] for w in ('codeword probe (%)', 'lambda = 1 (PeCo)'))
     t4 = parse_tables(text)[study_tool.T4]
+    cls_tok = 'lambda = 0 + classification loss on codewords (labels of A)'
     assert list(t4) == ['lambda = 0 (pixel only)', 'lambda = 1 (PeCo)',
-                        'lambda = 1, random perceptual network']
+                        'lambda = 1, random perceptual network', cls_tok]
     assert parse_cell(t4['lambda = 1 (PeCo)']['PSNR (dB)']) == [20.0, 21.0, 22.0]
+    assert parse_cell(t4[cls_tok]['codeword probe (%)']) == [26.0, 26.0, 26.0]
     down = parse_tables(text)[study_tool.T23]
+    cls_row = 'classification loss on codewords (Table 6 control codes)'
     assert list(down) == ['PeCo (lambda = 1 codes)', 'pixel codebook (lambda = 0 codes)',
-                          'scratch (own recipe)', 'scratch, compute-matched (own recipe)',
+                          cls_row, 'scratch (own recipe)',
+                          'scratch, compute-matched (own recipe)',
                           'chance (a model that learned nothing)']
     vs_chance = [c for c in conclusions if '|chance (a model' in c]
-    assert len(vs_chance) == 4 * 2 + 2  # 4 rows x (top-1, mIoU) + MIM accuracy of 2 targets
+    assert len(vs_chance) == 5 * 2 + 3  # 5 rows x (top-1, mIoU) + MIM accuracy of 3 targets
+    # Table 6's control: PeCo against it, secondary (Holm), the paper's direction PeCo higher
+    vs_cls = [d for d in data if d['b'] == cls_row]
+    assert [(d['name'], d['column'], d['expect']) for d in vs_cls] == [
+        ('S', 'few-label top-1 (%)', 1), ('S', 'mIoU (%)', 1)]
+    assert vs_cls[0]['a_values'] == [9.0, 11.0, 13.0]
     # the control's tokenizer row is compared with PeCo's on the judge-free measures too
     assert any('|code agreement, matched pairs (%)|lambda = 1 (PeCo)|lambda = 1, random' in c
                for c in conclusions)
@@ -440,8 +449,9 @@ def test_trained_and_random_twins_of_a_converted_classifier(tmp_path):
 
 def test_perceptual_network_never_reads_a_held_out_label(tmp_path):
     """The supervised perceptual network's config, as the study trains it, reads labelled
-    images of the classes A only (train and validation); the judge and every downstream run
-    read B only; the tokenizers are tested on B's test half."""
+    images of the classes A only (train and validation), and so does Table 6's control
+    tokenizer (lambda = 0, classification loss on its codewords); the judge and every
+    downstream run read B only; the tokenizers are tested on B's test half."""
     from mmengine.registry import DefaultScope
     from mmpretrain.registry import DATASETS
 
@@ -454,7 +464,8 @@ def test_perceptual_network_never_reads_a_held_out_label(tmp_path):
     classes = read_classes(tmp_path / 'rep0' / 'world')
 
     cfgs = {run: study.run_config(f'rep0/{run}')[1]
-            for run in ('perceptual', 'judge', 'cls_peco', 'cls_pixel')}
+            for run in ('perceptual', 'judge', 'cls_peco', 'cls_pixel', 'tokenizer_clsloss',
+                        'cls_clsloss')}
 
     def read(run, loader):
         with DefaultScope.overwrite_default_scope('mmpretrain'):  # whatever ran before
@@ -463,7 +474,12 @@ def test_perceptual_network_never_reads_a_held_out_label(tmp_path):
     for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
         seen = read('perceptual', loader)
         assert seen == set(classes['A']) and not seen & set(classes['B'])
-    for run in ('judge', 'cls_peco', 'cls_pixel'):
+    cls_tok = cfgs['tokenizer_clsloss']
+    assert read('tokenizer_clsloss', 'train_dataloader') == set(classes['A'])
+    assert cls_tok.model.perceptual_weight == 0
+    assert cls_tok.model.codeword_loss == 'classification'
+    assert cls_tok.model.codeword_loss_cfg.num_classes == len(classes['A'])
+    for run in ('judge', 'cls_peco', 'cls_pixel', 'cls_clsloss'):
         assert read(run, 'train_dataloader') == set(classes['B'])
     assert read('judge', 'test_dataloader') == set(classes['B'])
     tok = study.run_config('rep0/tokenizer_lambda1')[1]
