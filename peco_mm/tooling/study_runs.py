@@ -19,10 +19,12 @@ ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / 'configs' / 'study'
 # downstream rows: pretrained on a tokenizer's codes (which one), or from scratch. clsloss:
 # Table 6's control, a tokenizer trained with lambda = 0 and a classification loss on its
-# codewords (labels of the classes A only: configs/study/tokenizer_world_clsloss.py)
+# codewords (labels of the classes A only: configs/study/tokenizer_world_clsloss.py); dvae:
+# Table 2's dVAE baseline (Gumbel-softmax codes: configs/study/tokenizer_world_dvae.py)
 TARGETS = dict(peco='lambda1', pixel='lambda0', random='random', peco_bf16='lambda1',
-               clsloss='clsloss')
-INITS = ('peco', 'pixel', 'random', 'clsloss', 'scratch', 'scratch_matched', 'peco_bf16')
+               clsloss='clsloss', dvae='dvae')
+INITS = ('peco', 'pixel', 'random', 'clsloss', 'dvae', 'scratch', 'scratch_matched',
+         'peco_bf16')
 TASK_CONFIGS = dict(cls=('finetune_vit_tiny_world.py', 'finetune_vit_tiny_world_scratch.py'),
                     seg=('upernet_vit_tiny_world.py', 'upernet_vit_tiny_world_scratch.py'))
 
@@ -30,9 +32,12 @@ TASK_CONFIGS = dict(cls=('finetune_vit_tiny_world.py', 'finetune_vit_tiny_world_
 def set_schedule(cfg, iters: int) -> None:
     """An iteration-based config cut (or stretched) to `iters`: its iteration-based LR
     schedule scaled to fit, checkpoint and validation at the end, hooks at most every
-    `iters`."""
+    `iters`, and a Gumbel quantizer's temperature annealed over the `iters`."""
     tc = cfg.train_cfg
     scale, tc.max_iters = iters / tc.max_iters, iters
+    quantizer = cfg.get('model', {}).get('quantizer') or {}
+    if 'anneal_iters' in quantizer:
+        quantizer['anneal_iters'] = iters
     scheds = cfg.get('param_scheduler') or []
     for s in scheds if isinstance(scheds, list) else [scheds]:
         for key in ('begin', 'end'):

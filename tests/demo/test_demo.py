@@ -15,7 +15,7 @@ from tests.conftest import ROOT, load_tool, run_tool
 SECTIONS = ['## Stage checks', '**Table 4: tokenizers**',
             '**Tables 2-3: pretraining and downstream**', '## Conclusions',
             f'**{ENDPOINTS}**', '## Reconstructions']
-RUNS_PER_REPLICATE = 2 + 4 + 3 + 3 * 2  # networks, tokenizers, pretraining, 3 rows x 2 tasks
+RUNS_PER_REPLICATE = 2 + 5 + 4 + 4 * 2  # networks, tokenizers, pretraining, 4 rows x 2 tasks
 
 
 @pytest.fixture(scope='module')
@@ -37,7 +37,7 @@ def test_make_demo_runs_the_studys_demo_profile():
     assert study.perceptual == 'supervised' and len(study.replicates) >= 3
     runs = [r[0] for r in study.plan.runs]
     assert runs[:2] == ['rep0/perceptual', 'rep0/judge'] and not any('mocov3' in r for r in runs)
-    per = 2 + 4 + 3 + 2 * 5  # nets, tokenizers, pretraining, 5 downstream rows x 2 tasks
+    per = 2 + 5 + 4 + 2 * 6  # nets, tokenizers, pretraining, 6 downstream rows x 2 tasks
     assert len(runs) == per * len(study.replicates)
     assert study.runs(0)[1][1] == 'judge_resnet_world.py'
 
@@ -62,6 +62,7 @@ def test_quick_study_report_has_every_section_and_both_replicates(quick_study):
     down = tables['Tables 2-3: pretraining and downstream']
     assert list(down) == ['PeCo (lambda = 1 codes)', 'pixel codebook (lambda = 0 codes)',
                           'classification loss on codewords (Table 6 control codes)',
+                          'dVAE (Gumbel-softmax codes)',
                           'chance (a model that learned nothing)']
     for label, cells in down.items():
         for col, c in cells.items():
