@@ -6,6 +6,9 @@ Each replicate r redraws everything: its own world (seed r; the ten classes spli
 B), its own networks, tokenizers, pretraining and fine-tuning, all with seed r, under
 <work-dir>/rep<r>/ (peco_mm/tooling/study_runs.py plans the runs, study_stages.py runs them):
 
+  tuning         the scratch rows' lr: each lr of the profile's grid trained once on a world
+                 no replicate uses (seed 1000, <work-dir>/tuning/), scored on its tuning half;
+                 the best is every replicate's (peco_mm/tooling/study_tuning.py)
   0. world       make_world(seed=r): unlabeled images, labelled splits of A (the perceptual
                  network's) and of B (the judge's; few-label and segmentation splits with a
                  tuning half and a test half), geometry-matched pairs of B
@@ -43,7 +46,8 @@ PARTS = {'peco_mm.tooling.study_runs': ('INITS', 'Study', 'set_schedule'),
          'peco_mm.tooling.study_stages': ('run_replicate', 'stage_world', 'stage_networks',
                                           'stage_tokenizers', 'stage_pretrain',
                                           'stage_downstream'),
-         'peco_mm.tooling.study_tables': ('T4', 'T10', 'T23', 'report_tables', 'write_report')}
+         'peco_mm.tooling.study_tables': ('T4', 'T10', 'T23', 'report_tables', 'write_report'),
+         'peco_mm.tooling.study_tuning': ('TUNING_SEED', 'stage_tuning')}
 __all__ = ['COST', 'PROFILES', *(n for names in PARTS.values() for n in names)]
 
 
@@ -206,6 +210,7 @@ def main(argv=None) -> Path:
     from peco_mm.tooling.study_runs import Study
     from peco_mm.tooling.study_stages import run_replicate
     from peco_mm.tooling.study_tables import write_report
+    from peco_mm.tooling.study_tuning import stage_tuning
     study = Study(args.work_dir, args.profile, args.replicates, args.perceptual,
                   args.bf16_targets)
     study.change(n_pretrain=args.n_pretrain, val_per_class=args.val_per_class,
@@ -214,6 +219,7 @@ def main(argv=None) -> Path:
         study.only(args.only_replicates)
     study.wd.mkdir(parents=True, exist_ok=True)
     load0 = os.getloadavg()
+    stage_tuning(study)  # the scratch rows' lr, once, before the replicates (jobs keep it)
     if args.jobs > 1 and args.only_replicates is None:
         run_jobs(strip_jobs(argv), study.replicates, args.jobs)
         study.plan = study.make_plan()  # the runs are kept now: the report's call

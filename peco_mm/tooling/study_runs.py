@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from .study_profiles import CONFIG_ROOT, COST, PERCEPTUAL, PROFILES  # noqa: F401 (re-exported)
+from .study_tuning import TUNING_SEED, tuning_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / 'configs' / 'study'
@@ -67,8 +68,9 @@ class Study:
         perceptual = perceptual or PROFILES[profile]['perceptual']
         if perceptual not in PERCEPTUAL:
             raise ValueError(f'perceptual={perceptual!r}; allowed: {PERCEPTUAL}')
-        if replicates is not None and replicates < 1:
-            raise ValueError(f'replicates={replicates} must be >= 1')
+        if replicates is not None and not 1 <= replicates <= TUNING_SEED:
+            raise ValueError(f'replicates={replicates} must be >= 1 and <= {TUNING_SEED} '
+                             f'(seed {TUNING_SEED} draws the tuning world)')
         self.perceptual = perceptual
         self.wd = Path(work_dir).resolve()
         self.profile = profile
@@ -76,6 +78,7 @@ class Study:
         self.inits = tuple(self.p['inits']) + (('peco_bf16', ) if bf16_targets else ())
         self.replicates = list(range(replicates if replicates is not None
                                      else self.p['replicates']))
+        self.scratch_lr: dict = {}  # the lr chosen on the tuning world per task (study_tuning)
         self.plan = self.make_plan()
         self.t0 = time.time()
 
@@ -111,12 +114,16 @@ class Study:
         self.plan = self.make_plan()
 
     def rep(self, r: int, name: str = '') -> str:
-        """A run folder of replicate r, relative to the work dir."""
-        return f'rep{r}/{name}' if name else f'rep{r}'
+        """A run folder of replicate r (r = TUNING_SEED: the tuning world's), relative to the
+        work dir."""
+        base = 'tuning' if r == TUNING_SEED else f'rep{r}'
+        return f'{base}/{name}' if name else base
 
     def runs(self, r: int) -> list[tuple[str, str, str, int]]:
         """Replicate r's runs in the order they train: (run folder, config, stage,
-        iterations)."""
+        iterations); r = TUNING_SEED: the scratch lr grid's runs."""
+        if r == TUNING_SEED:
+            return tuning_runs(self)
         it = self.p['iters']
         loss_net = dict(supervised=('perceptual_vit_tiny_world.py', 'perceptual'),
                         mocov3=('mocov3_vit_tiny_world.py', 'mocov3'),
@@ -141,7 +148,7 @@ class Study:
         """The RunPlan (console progress and ETA) of every replicate's runs."""
         from peco_mm.engine.console import RunPlan
         plan = [(d, f'{d} ({Path(c).stem}, {n} iterations)', n * COST[s])
-                for r in self.replicates for d, c, s, n in self.runs(r)]
+                for r in [TUNING_SEED] + self.replicates for d, c, s, n in self.runs(r)]
         return RunPlan(plan)
 
     def progress(self, run_dir: str, note: str = '') -> None:
@@ -164,7 +171,8 @@ class Study:
 
     def run_config(self, run_dir: str, options: dict | None = None):
         """The config `run` trains for one planned run folder."""
-        r = int(run_dir.split('/')[0][3:])
+        top = run_dir.split('/')[0]
+        r = TUNING_SEED if top == 'tuning' else int(top[3:])
         _, name, _, iters = next(x for x in self.runs(r) if x[0] == run_dir)
         return name, self.config(name, r, iters, options)
 

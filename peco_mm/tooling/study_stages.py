@@ -23,8 +23,9 @@ from pathlib import Path
 from peco_mm.tooling.study_runs import TARGETS, Study, tok_key
 
 
-def stage_world(study: Study, r: int) -> dict:
-    """Replicate r's world (seed r), written unless the same settings wrote it before."""
+def stage_world(study: Study, r: int, **sizes) -> dict:
+    """Replicate r's world (seed r; `sizes` in place of the profile's), written unless the
+    same settings wrote it before."""
     from peco_mm.tooling.shape_world import make_world, read_classes
     root = study.wd / study.rep(r, 'world')
     done = root / 'done.json'
@@ -34,13 +35,14 @@ def stage_world(study: Study, r: int) -> dict:
     args = dict(seed=r, **{k: p[k] for k in keys})
     if study.perceptual == 'pairs':  # its positive pairs: as many as unlabeled images
         args['n_train_pairs'] = p['n_pretrain']
+    args.update(sizes)
     if done.is_file() and json.loads(done.read_text()) == args:
         print(f'{study.rep(r)} world: written earlier, kept', flush=True)
     else:
         t = time.time()
         make_world(root, **args)
         done.write_text(json.dumps(args))
-        print(f'{study.rep(r)} world: {p["n_pretrain"]} unlabeled images in '
+        print(f'{study.rep(r)} world: {args["n_pretrain"]} unlabeled images in '
               f'{time.time() - t:.0f} s', flush=True)
     classes = read_classes(root)
     if len(classes['A']) != 5 or len(classes['B']) != 5:
@@ -143,12 +145,17 @@ def stage_pretrain(study: Study, r: int, toks: dict) -> dict:
 
 def stage_downstream(study: Study, r: int, pre: dict) -> dict:
     """Few-label classification and segmentation of every downstream row, scored on the
-    test half ((task, init) -> result)."""
+    test half ((task, init) -> result); the scratch rows at the lr chosen on the tuning world
+    (`study.scratch_lr`, where the profile has a grid)."""
     out = {}
     for task in ('cls', 'seg'):
         for init in study.inits:
-            opts = ({'model.backbone.init_cfg.checkpoint': pre[init]['ckpt']}
-                    if init in TARGETS else None)
+            if init in TARGETS:
+                opts = {'model.backbone.init_cfg.checkpoint': pre[init]['ckpt']}
+            elif task in study.scratch_lr:
+                opts = {'optim_wrapper.optimizer.lr': study.scratch_lr[task]['chosen']}
+            else:
+                opts = None
             out[(task, init)] = study.run(study.rep(r, f'{task}_{init}'), options=opts,
                                           evaluate=study.test)
     return out

@@ -172,6 +172,7 @@ def reconstruction_grid(study: Study, res: dict) -> str:
 def stage_lines(study: Study, res: dict) -> list[str]:
     """The report's checks of each replicate's networks, per-replicate values in brackets."""
     from peco_mm.tooling.study_report import cell
+    from peco_mm.tooling.study_tuning import tuning_line
     reps = study.replicates
     net = [res[r]['nets']['perceptual']['metrics'] for r in reps]
     judge = [res[r]['nets']['judge']['metrics'].get('accuracy/top1') for r in reps]
@@ -188,6 +189,7 @@ def stage_lines(study: Study, res: dict) -> list[str]:
         f'(chance {chance:.1f} %). Its random initialisation is the control row\'s network.',
         f'- Judge: a ResNet (another architecture) trained on its own labelled split of B, '
         f'top-1 on B\'s test half {cell(judge)} % (chance {chance:.1f} %).',
+        *filter(None, [tuning_line(study.scratch_lr)]),
         '- Class splits (A: perceptual labels; B: every evaluation): ' + '; '.join(
             f'replicate {r}: A {", ".join(res[r]["world"]["classes"]["A"])}, B '
             f'{", ".join(res[r]["world"]["classes"]["B"])}' for r in reps) + '.']

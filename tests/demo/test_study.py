@@ -504,7 +504,10 @@ def test_no_run_of_a_replicate_reads_another_replicates_world_or_networks(tmp_pa
     study = study_tool.Study(str(tmp_path), 'full')
     assert study.replicates == list(range(8))
     runs = [d for d, *_ in study.plan.runs]
-    assert len(runs) == len(set(runs)) == 8 * len(study.runs(0))
+    tuning = [d for d, *_ in study.runs(study_tool.TUNING_SEED)]  # the scratch lr grid's
+    assert len(runs) == len(set(runs)) == 8 * len(study.runs(0)) + len(tuning)
+    assert len(tuning) == 6 and all(d.startswith('tuning/') for d in tuning)
+    assert study_tool.TUNING_SEED not in study.replicates
     for r in study.replicates:
         assert all(d.startswith(f'rep{r}/') for d, *_ in study.runs(r))
     calls = {}
@@ -654,4 +657,54 @@ def test_dvae_row_trains_the_gumbel_quantizer_like_the_pixel_codebook(tmp_path):
         run_dir, dict(options or {}, ckpt=f'{run_dir}/last.pth'))
     study_tool.stage_pretrain(study, 2, {k: dict(ckpt=f'tok_{k}.pth') for k in study.tokenizers})
     assert calls['rep2/pretrain_dvae']['model.target_generator.checkpoint'] == 'tok_dvae.pth'
+
+
+def test_scratch_lr_is_chosen_on_the_tuning_world_and_used_by_every_scratch_row(
+        tmp_path, monkeypatch):
+    """Each lr of the grid trains once on a world no replicate draws (seed 1000) and is
+    scored on its tuning half; the best (the first of equals) is the lr of every replicate's
+    scratch rows, own recipe and compute-matched; the report's stage check gives the grid,
+    the scores and the choice."""
+    from tests.conftest import load_tool
+    from peco_mm.tooling import study_stages
+    from peco_mm.tooling.study_tuning import tuning_line
+    study_tool = load_tool('study')
+    study = study_tool.Study(str(tmp_path), 'full', replicates=2)
+    seed = study_tool.TUNING_SEED
+    cfg = study.run_config('tuning/cls_scratch_lr0.002')[1]
+    assert cfg.randomness.seed == seed and cfg.val_dataloader.dataset.data_prefix == 'val'
+    assert cfg.val_dataloader.dataset.data_root == str(tmp_path / 'tuning' / 'world' / 'cls')
+    assert cfg.train_cfg.max_iters == study.p['iters']['cls']
+    assert cfg.optim_wrapper.paramwise_cfg.layer_decay_rate == 1.0
+    seg = study.run_config('tuning/seg_scratch_lr0.0005')[1]
+    assert seg.val_dataloader.dataset.data_prefix.img_path.endswith('validation')
+    worlds = []
+    monkeypatch.setattr(study_stages, 'stage_world',
+                        lambda study, r, **sizes: worlds.append(r) or {})
+    score = {'cls_scratch_lr0.001': 30.0, 'cls_scratch_lr0.002': 45.0,
+             'cls_scratch_lr0.005': 20.0, 'seg_scratch_lr0.0005': 10.0,
+             'seg_scratch_lr0.001': 12.0, 'seg_scratch_lr0.002': 12.0}
+    calls = {}
+
+    def record(run_dir, options=None, evaluate=None):
+        calls[run_dir] = dict(options or {})
+        name = run_dir.split('/')[1]
+        return dict(ckpt=f'{run_dir}/last.pth',
+                    metrics={'accuracy/top1' if name.startswith('cls') else 'mIoU':
+                             score.get(name)})
+    study.run = record
+    tuning = study_tool.stage_tuning(study)
+    assert worlds == [seed]
+    assert calls['tuning/cls_scratch_lr0.005'] == {'optim_wrapper.optimizer.lr': 5e-3}
+    assert (tuning['cls']['chosen'], tuning['seg']['chosen']) == (2e-3, 1e-3)
+    assert study.scratch_lr == tuning
+    study_tool.stage_downstream(study, 1, {t: dict(ckpt=f'{t}.pth') for t in study.targets})
+    for task, lr in (('cls', 2e-3), ('seg', 1e-3)):
+        for init in ('scratch', 'scratch_matched'):
+            assert calls[f'rep1/{task}_{init}'] == {'optim_wrapper.optimizer.lr': lr}
+        assert calls[f'rep1/{task}_peco'] == {'model.backbone.init_cfg.checkpoint': 'peco.pth'}
+    line = tuning_line(tuning)
+    assert 'seed 1000' in line and 'few-label top-1 0.001: 30.0 %, 0.002: 45.0 %, 0.005: ' \
+        '20.0 % (chosen: 0.002); mIoU 0.0005: 10.0 %, 0.001: 12.0 %, 0.002: 12.0 % ' \
+        '(chosen: 0.001)' in line
 
