@@ -81,6 +81,7 @@ EPILOG = """examples:
   tools/study.py --profile demo --work-dir work_dirs/demo    # what `make demo` runs
   tools/study.py --profile quick --work-dir /tmp/q            # every stage for 2 steps (tests)
   tools/study.py --replicates 12                  # more replicates; finished runs are kept
+  tools/study.py --knn-networks pairs             # + a self-supervised network's 1-NN check
   tools/study.py --device cuda --jobs 8 --replicates 16 --iters tokenizer=800,pretrain=1000
 """
 
@@ -111,6 +112,11 @@ def parse_args(argv=None):
                    'supervised-VGG row), mocov3 (self-supervised, no labels) or pairs (MoCo '
                    'v3 whose two views are a geometry-matched pair: same shape and pose, '
                    'nuisances redrawn)')
+    p.add_argument('--knn-networks', default=None, metavar='NAME[,NAME]',
+                   help='self-supervised networks (mocov3, pairs) each replicate also trains, '
+                   'only for their 1-NN shape accuracy beside the perceptual loss network\'s '
+                   "in the report's stage checks (none in the full and demo profiles: MoCo v3 "
+                   "trains minutes per replicate on 2 cores); '' for none")
     p.add_argument('--bf16-targets', action='store_true',
                    help='also pretrain PeCo with its frozen targets encoded in bf16 and '
                    "fine-tune from it: a row 'PeCo, bf16 targets' beside the fp32 one")
@@ -130,6 +136,7 @@ def parse_args(argv=None):
     try:
         args.iters = parse_iters(args.iters)
         args.only_replicates = parse_replicates(args.only_replicates)
+        args.knn_networks = parse_networks(args.knn_networks)
     except ValueError as e:
         p.error(str(e))
     return args
@@ -145,6 +152,17 @@ def parse_iters(text: str | None) -> dict[str, int]:
                              f'of {", ".join(COST)}')
         out[stage] = int(n)
     return out
+
+
+def parse_networks(text: str | None) -> tuple[str, ...] | None:
+    """'mocov3,pairs' -> ('mocov3', 'pairs'); '' -> (); None -> None (the profile's)."""
+    if text is None:
+        return None
+    names = tuple(filter(None, text.split(',')))
+    bad = [n for n in names if n not in PERCEPTUAL or n == 'supervised']
+    if bad:
+        raise ValueError(f'--knn-networks {text!r}: expected names among mocov3, pairs')
+    return names
 
 
 def parse_replicates(text: str | None) -> list[int] | None:
@@ -214,7 +232,7 @@ def main(argv=None) -> Path:
     study = Study(args.work_dir, args.profile, args.replicates, args.perceptual,
                   args.bf16_targets)
     study.change(n_pretrain=args.n_pretrain, val_per_class=args.val_per_class,
-                 iters=args.iters, rotate=args.rotation)
+                 iters=args.iters, rotate=args.rotation, knn_networks=args.knn_networks)
     if args.only_replicates is not None:
         study.only(args.only_replicates)
     study.wd.mkdir(parents=True, exist_ok=True)

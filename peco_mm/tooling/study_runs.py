@@ -26,6 +26,10 @@ TARGETS = dict(peco='lambda1', pixel='lambda0', random='random', peco_bf16='lamb
                clsloss='clsloss', dvae='dvae')
 INITS = ('peco', 'pixel', 'random', 'clsloss', 'dvae', 'scratch', 'scratch_matched',
          'peco_bf16')
+# the perceptual networks: config and stage (iterations) of each kind
+LOSS_NETS = dict(supervised=('perceptual_vit_tiny_world.py', 'perceptual'),
+                 mocov3=('mocov3_vit_tiny_world.py', 'mocov3'),
+                 pairs=('mocov3_pairs_vit_tiny_world.py', 'mocov3'))
 TASK_CONFIGS = dict(cls=('finetune_vit_tiny_world.py', 'finetune_vit_tiny_world_scratch.py'),
                     seg=('upernet_vit_tiny_world.py', 'upernet_vit_tiny_world_scratch.py'))
 
@@ -101,9 +105,16 @@ class Study:
         return keys + tuple(dict.fromkeys(TARGETS[i] for i in self.inits if i in TARGETS
                                           and TARGETS[i] not in keys))
 
+    @property
+    def knn_networks(self) -> tuple[str, ...]:
+        """Self-supervised networks trained besides the perceptual loss's network, only for
+        their 1-NN shape accuracy in the stage checks (the profile's `knn_networks`, less the
+        loss's own kind)."""
+        return tuple(n for n in self.p.get('knn_networks', ()) if n != self.perceptual)
+
     def change(self, iters: dict[str, int] | None = None, **settings) -> None:
-        """The profile with `settings` (n_pretrain, val_per_class, rotate; None keeps the
-        profile's) and the stages' `iters` replaced; the plan follows."""
+        """The profile with `settings` (n_pretrain, val_per_class, rotate, knn_networks; None
+        keeps the profile's) and the stages' `iters` replaced; the plan follows."""
         self.p = dict(self.p, **{k: v for k, v in settings.items() if v is not None},
                       iters={**self.p['iters'], **(iters or {})})
         self.plan = self.make_plan()
@@ -125,10 +136,9 @@ class Study:
         if r == TUNING_SEED:
             return tuning_runs(self)
         it = self.p['iters']
-        loss_net = dict(supervised=('perceptual_vit_tiny_world.py', 'perceptual'),
-                        mocov3=('mocov3_vit_tiny_world.py', 'mocov3'),
-                        pairs=('mocov3_pairs_vit_tiny_world.py', 'mocov3'))[self.perceptual]
-        nets = [('perceptual', *loss_net), ('judge', 'judge_resnet_world.py', 'judge')]
+        nets = [('perceptual', *LOSS_NETS[self.perceptual]),
+                ('judge', 'judge_resnet_world.py', 'judge')]
+        nets += [(f'perceptual_{n}', *LOSS_NETS[n]) for n in self.knn_networks]
         out = [(self.rep(r, d), c, s, it[s]) for d, c, s in nets]
         for key in self.tokenizers:
             name = 'tokenizer_world.py' if key in ('lambda1', 'random') else \

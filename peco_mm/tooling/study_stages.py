@@ -33,7 +33,7 @@ def stage_world(study: Study, r: int, **sizes) -> dict:
     keys = ('n_pretrain', 'per_class', 'val_per_class', 'judge_per_class', 'n_pairs',
             'held_out', 'rotate')
     args = dict(seed=r, **{k: p[k] for k in keys})
-    if study.perceptual == 'pairs':  # its positive pairs: as many as unlabeled images
+    if 'pairs' in (study.perceptual, *study.knn_networks):  # positive pairs: one per image
         args['n_train_pairs'] = p['n_pretrain']
     args.update(sizes)
     if done.is_file() and json.loads(done.read_text()) == args:
@@ -54,7 +54,8 @@ def stage_world(study: Study, r: int, **sizes) -> dict:
 def stage_networks(study: Study, r: int) -> dict:
     """The perceptual network (converted to PeCoViT, with its 1-NN shape accuracy on B's test
     half against the same ViT randomly initialised), its randomly initialised twin written
-    as a PeCoViT file, and the judge with its top-1 on B's test half."""
+    as a PeCoViT file, the judge with its top-1 on B's test half, and the profile's other
+    (self-supervised) networks, trained and checked alike for the 1-NN comparison only."""
     from peco_mm.tooling.logs import last_metrics, read_scalars
     from peco_mm.tooling.tool_runs import call_tool
 
@@ -67,6 +68,8 @@ def stage_networks(study: Study, r: int) -> dict:
         return dict(shape_knn(study, r, target), pecovit=target, **own)
     out = dict(perceptual=study.run(study.rep(r, 'perceptual'), evaluate=convert_and_check),
                judge=study.run(study.rep(r, 'judge'), evaluate=study.test))
+    out['knn'] = {n: study.run(study.rep(r, f'perceptual_{n}'), evaluate=convert_and_check)
+                  for n in study.knn_networks}  # for their 1-NN beside the loss network's
     random = study.wd / study.rep(r, 'perceptual_random') / 'vit_tiny_pecovit.pth'
     if not random.is_file():
         from peco_mm.tooling.demo_checks import save_random_twin

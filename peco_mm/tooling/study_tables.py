@@ -28,6 +28,11 @@ DOWN_ROWS = dict(peco='PeCo (lambda = 1 codes)', pixel='pixel codebook (lambda =
 T4, T10, T23 = ('Table 4: tokenizers', 'Table 10: lambda sweep',
                 'Tables 2-3: pretraining and downstream')
 RANDOM_TOK = 'lambda = 1, random perceptual network'
+NETWORK_WORDS = dict(  # what each kind of perceptual network learned from
+    supervised='supervised on the labelled split of its replicate\'s classes A',
+    mocov3='trained by MoCo v3 on the unlabeled images (no labels)',
+    pairs='trained by MoCo v3 on geometry-matched pairs of unlabeled images (its two views '
+    'share only the geometry; no labels)')
 OTHER_TOKS = dict(random=RANDOM_TOK,
                   clsloss='lambda = 0 + classification loss on codewords (labels of A)',
                   dvae='dVAE, Gumbel-softmax (pixel only)')
@@ -177,16 +182,21 @@ def stage_lines(study: Study, res: dict) -> list[str]:
     net = [res[r]['nets']['perceptual']['metrics'] for r in reps]
     judge = [res[r]['nets']['judge']['metrics'].get('accuracy/top1') for r in reps]
     chance = res[reps[0]]['chance']['accuracy/top1']
-    own = dict(supervised='supervised on the labelled split of its replicate\'s classes A, '
-               f'top-1 on A\'s validation images {cell([m.get("accuracy/top1") for m in net])} '
-               '%; ', mocov3='trained by MoCo v3 on the unlabeled images (no labels); ',
-               pairs='trained by MoCo v3 on geometry-matched pairs of unlabeled images (its '
-               'two views share only the geometry; no labels); ')[study.perceptual]
+
+    def knn(nets):  # 1-NN shape accuracy of the trained networks and of their random twins
+        return (f'1-NN shape accuracy on the held-out classes B (test half) '
+                f'{cell([m["trained"] for m in nets])} %, the same ViT randomly initialised '
+                f'{cell([sum(m["random"]) / len(m["random"]) for m in nets])} % (chance '
+                f'{chance:.1f} %)')
+    own = dict(NETWORK_WORDS, supervised=NETWORK_WORDS['supervised'] + ', top-1 on A\'s '
+               f'validation images {cell([m.get("accuracy/top1") for m in net])} %')
+    others = [f'- Self-supervised network for comparison, trained only for this check (the '
+              f'tokenizers use the network above): a ViT {NETWORK_WORDS[n]}; ' +
+              knn([res[r]['nets']['knn'][n]['metrics'] for r in reps]) + '.'
+              for n in study.knn_networks]
     return [
-        f'- Perceptual loss network: a ViT {own}1-NN shape accuracy on the held-out classes '
-        f'B (test half) {cell([m["trained"] for m in net])} %, the same ViT randomly '
-        f'initialised {cell([sum(m["random"]) / len(m["random"]) for m in net])} % '
-        f'(chance {chance:.1f} %). Its random initialisation is the control row\'s network.',
+        f'- Perceptual loss network: a ViT {own[study.perceptual]}; {knn(net)}. Its random '
+        'initialisation is the control row\'s network.', *others,
         f'- Judge: a ResNet (another architecture) trained on its own labelled split of B, '
         f'top-1 on B\'s test half {cell(judge)} % (chance {chance:.1f} %).',
         *filter(None, [tuning_line(study.scratch_lr)]),
@@ -223,7 +233,8 @@ def write_report(study: Study, res: dict, title: str, seconds: float, load: dict
         f'half every number below is scored on; {w["n_pairs"]} geometry-matched pairs under '
         'held-out backgrounds and hues. Iterations: ' +
         ', '.join(f'{k} {v}' for k, v in it.items()
-                  if k != ('mocov3' if study.perceptual == 'supervised' else 'perceptual')) +
+                  if k != ('perceptual' if study.perceptual != 'supervised' else
+                           'mocov3' if not study.knn_networks else None)) +
         ' (compute-matched scratch: pretraining plus fine-tuning). Each cell: mean ± standard '
         'deviation over the replicates, each replicate\'s value in brackets, in replicate '
         'order (value i of every row is replicate i).', '', '## Stage checks', '',

@@ -15,7 +15,8 @@ from tests.conftest import ROOT, load_tool, run_tool
 SECTIONS = ['## Stage checks', '**Table 4: tokenizers**',
             '**Tables 2-3: pretraining and downstream**', '## Conclusions',
             f'**{ENDPOINTS}**', '## Reconstructions']
-RUNS_PER_REPLICATE = 2 + 5 + 4 + 5 * 2  # networks, tokenizers, pretraining, 5 rows x 2 tasks
+# networks (with the 1-NN check's MoCo v3 on pairs), tokenizers, pretraining, 5 rows x 2 tasks
+RUNS_PER_REPLICATE = 3 + 5 + 4 + 5 * 2
 TUNING_RUNS = 2 * 2  # the scratch lr grid on the tuning world: 2 lrs x 2 tasks, once
 
 
@@ -67,6 +68,11 @@ def test_quick_study_report_has_every_section_and_both_replicates(quick_study):
                           'classification loss on codewords (Table 6 control codes)',
                           'dVAE (Gumbel-softmax codes)', 'scratch (own recipe)',
                           'chance (a model that learned nothing)']
+    # the self-supervised network's 1-NN shape accuracy beside the loss network's
+    knn = re.findall(r'^- Self-supervised network for comparison.+geometry-matched pairs.+'
+                     r'1-NN shape accuracy on the held-out classes B \(test half\) (.+?) %',
+                     text, re.M)
+    assert len(knn) == 1 and len(parse_cell(knn[0])) == 2
     # the scratch lr: the grid's scores on the tuning world's tuning half and the choice
     assert re.search(r'^- Scratch learning rate: .+seed 1000.+few-label top-1 0\.001: '
                      r'[\d.]+ %, 0\.002: [\d.]+ % \(chosen: 0\.00[12]\); mIoU 0\.001: ',

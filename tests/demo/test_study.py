@@ -375,19 +375,31 @@ def test_study_exits_when_its_report_contradicts_its_numbers(tmp_path, monkeypat
     from peco_mm.tooling import study_tables
     tool = load_tool('study')
     study = tool.Study(str(tmp_path), 'full', replicates=5)
+    study.change(knn_networks=('pairs', ))
     res = fake_results(study)
     for r in study.replicates:
         res[r].update(world=dict(n_pretrain=8, rotate=False, per_class=1, val_per_class=1,
                                  n_pairs=1, classes=dict(A=['a'], B=['b'])),
                       nets=dict(perceptual=dict(metrics={'trained': 50.0, 'random': [10.0],
                                                          'accuracy/top1': 60.0}),
-                                judge=dict(metrics={'accuracy/top1': 60.0})))
+                                judge=dict(metrics={'accuracy/top1': 60.0}),
+                                knn=dict(pairs=dict(metrics={'trained': 30.0 + r,
+                                                             'random': [11.0, 13.0]}))))
     monkeypatch.setattr(study_tables, 'chance_levels', lambda study, r: res[r]['chance'])
     monkeypatch.setattr(study_tables, 'reconstruction_grid',
                         lambda study, res: str(tmp_path / 'grid.png'))
     load = dict(cpus=2, start=(0.1, 0, 0), end=(1.0, 0, 0))
     report = study_tables.write_report(study, res, 'test', 60.0, load)
     assert check_report(report.read_text()) == [] and CONCLUSIONS_INTRO in report.read_text()
+    # the self-supervised network's 1-NN shape accuracy, beside the supervised loss network's
+    checks = report.read_text().split('## Stage checks')[1].split('**Table 4')[0]
+    assert checks.index('- Perceptual loss network: a ViT supervised') < checks.index(
+        '- Self-supervised network for comparison, trained only for this check (the tokenizers '
+        'use the network above): a ViT trained by MoCo v3 on geometry-matched pairs of '
+        'unlabeled images (its two views share only the geometry; no labels); 1-NN shape '
+        'accuracy on the held-out classes B (test half) 32.0 ± 1.6 (30.0, 31.0, 32.0, 33.0, '
+        '34.0) %, the same ViT randomly initialised 12.0 ± 0.0 (12.0, 12.0, 12.0, 12.0, 12.0) %')
+    assert 'perceptual 600, mocov3 900, judge 400' in report.read_text()
     tables, body, data = study_tables.report_tables(study, res)
     body = [c.replace("excludes 0 in the paper's direction", 'includes 0') for c in body]
     monkeypatch.setattr(study_tables, 'report_tables', lambda study, res: (tables, body, data))
@@ -708,3 +720,41 @@ def test_scratch_lr_is_chosen_on_the_tuning_world_and_used_by_every_scratch_row(
         '20.0 % (chosen: 0.002); mIoU 0.0005: 10.0 %, 0.001: 12.0 %, 0.002: 12.0 % ' \
         '(chosen: 0.001)' in line
 
+
+def test_self_supervised_network_trains_beside_the_supervised_one_for_its_1nn(tmp_path):
+    """--knn-networks pairs: each replicate also trains the geometry-pairs MoCo v3 (its world
+    gains the training pairs) for its 1-NN shape accuracy only (the quick profile by
+    default); no tokenizer reads it, and a study whose loss network is that kind trains it
+    once."""
+    from tests.conftest import load_tool
+    study_tool = load_tool('study')
+    args = study_tool.parse_args(['--knn-networks', 'pairs'])
+    assert args.knn_networks == ('pairs', )
+    for bad in ('supervised', 'vgg'):
+        with pytest.raises(SystemExit):
+            study_tool.parse_args(['--knn-networks', bad])
+    full = study_tool.Study(str(tmp_path), 'full')
+    assert full.knn_networks == ()
+    full.change(knn_networks=args.knn_networks)
+    assert full.knn_networks == ('pairs', )
+    assert full.runs(4)[:3] == [
+        ('rep4/perceptual', 'perceptual_vit_tiny_world.py', 'perceptual', 600),
+        ('rep4/judge', 'judge_resnet_world.py', 'judge', 400),
+        ('rep4/perceptual_pairs', 'mocov3_pairs_vit_tiny_world.py', 'mocov3', 900)]
+    assert study_tool.Study(str(tmp_path), 'demo').knn_networks == ()
+    assert study_tool.Study(str(tmp_path), 'quick').knn_networks == ('pairs', )
+    pairs = study_tool.Study(str(tmp_path), 'quick', perceptual='pairs')
+    assert pairs.knn_networks == () and 'rep0/perceptual_pairs' not in [
+        d for d, *_ in pairs.runs(0)]
+    quick = study_tool.Study(str(tmp_path), 'quick', replicates=1)
+    quick.change(n_pretrain=4)
+    assert study_tool.stage_world(quick, 0)['n_train_pairs'] == 4
+    cfg = quick.run_config('rep0/perceptual_pairs')[1].train_dataloader.dataset
+    assert cfg.data_root == str(tmp_path / 'rep0' / 'world' / 'pretrain_pairs')
+    calls = {}
+    quick.run = lambda run_dir, options=None, evaluate=None: calls.setdefault(
+        run_dir, dict(options or {}, ckpt=f'{run_dir}/last.pth'))
+    nets = {k: dict(metrics=dict(pecovit=f'{k}.pth')) for k in ('perceptual', 'random')}
+    study_tool.stage_tokenizers(quick, 0, dict(nets, judge=dict(ckpt='j.pth', config='j.py')))
+    assert {o['model.perceptual.checkpoint'] for o in calls.values()} == {
+        'perceptual.pth', 'random.pth'}
