@@ -13,17 +13,15 @@ SCRATCH_LR = dict(cls=(1e-3, 2e-3, 5e-3), seg=(5e-4, 1e-3, 2e-3))
 # knn_networks: self-supervised networks trained only for their 1-NN shape accuracy beside the
 # perceptual loss's network (tools/study.py --knn-networks; only the quick profile's tests
 # train one by default: at 900 iterations MoCo v3 costs minutes per replicate on 2 cores)
+# what the full and demo profiles share: every row, the supervised perceptual network
+_ROWS = dict(_WORLD, lambdas=(0.0, 1.0), perceptual='supervised', judge_per_class=300,
+             inits=('peco', 'pixel', 'clsloss', 'dvae', 'scratch', 'scratch_matched'),
+             scratch_lr=SCRATCH_LR)
 PROFILES = {
-    'full': dict(_WORLD, replicates=8, lambdas=(0.0, 1.0), perceptual='supervised',
-                 n_pretrain=5000, val_per_class=30, judge_per_class=300, n_pairs=200,
-                 inits=('peco', 'pixel', 'clsloss', 'dvae', 'scratch', 'scratch_matched'),
-                 scratch_lr=SCRATCH_LR,
+    'full': dict(_ROWS, replicates=8, n_pretrain=5000, val_per_class=30, n_pairs=200,
                  iters=dict(perceptual=600, mocov3=900, judge=400, tokenizer=200,
                             pretrain=250, cls=240, seg=200)),
-    'demo': dict(_WORLD, replicates=3, lambdas=(0.0, 1.0), perceptual='supervised',
-                 n_pretrain=2000, val_per_class=20, judge_per_class=300, n_pairs=100,
-                 inits=('peco', 'pixel', 'clsloss', 'dvae', 'scratch', 'scratch_matched'),
-                 scratch_lr=SCRATCH_LR,
+    'demo': dict(_ROWS, replicates=3, n_pretrain=2000, val_per_class=20, n_pairs=100,
                  iters=dict(perceptual=400, mocov3=150, judge=200, tokenizer=60,
                             pretrain=80, cls=160, seg=120)),
     'quick': dict(_WORLD, replicates=2, lambdas=(0.0, 1.0), perceptual='supervised',
