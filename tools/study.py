@@ -6,6 +6,9 @@ Each replicate r redraws everything: its own world (seed r; the ten classes spli
 B), its own networks, tokenizers, pretraining and fine-tuning, all with seed r, under
 <work-dir>/rep<r>/ (peco_mm/tooling/study_runs.py plans the runs, study_stages.py runs them):
 
+  tuning         the scratch rows' lr: each lr of the profile's grid trained once on a world
+                 no replicate uses (seed 1000, <work-dir>/tuning/), scored on its tuning half;
+                 the best is every replicate's (peco_mm/tooling/study_tuning.py)
   0. world       make_world(seed=r): unlabeled images, labelled splits of A (the perceptual
                  network's) and of B (the judge's; few-label and segmentation splits with a
                  tuning half and a test half), geometry-matched pairs of B
@@ -43,7 +46,8 @@ PARTS = {'peco_mm.tooling.study_runs': ('INITS', 'Study', 'set_schedule'),
          'peco_mm.tooling.study_stages': ('run_replicate', 'stage_world', 'stage_networks',
                                           'stage_tokenizers', 'stage_pretrain',
                                           'stage_downstream'),
-         'peco_mm.tooling.study_tables': ('T4', 'T10', 'T23', 'report_tables', 'write_report')}
+         'peco_mm.tooling.study_tables': ('T4', 'T10', 'T23', 'report_tables', 'write_report'),
+         'peco_mm.tooling.study_tuning': ('TUNING_SEED', 'stage_tuning')}
 __all__ = ['COST', 'PROFILES', *(n for names in PARTS.values() for n in names)]
 
 
@@ -78,6 +82,7 @@ EPILOG = """examples:
   tools/study.py --profile quick --work-dir /tmp/q            # every stage for 2 steps (tests)
   tools/study.py --replicates 12                  # more replicates; finished runs are kept
   OMP_NUM_THREADS=2 tools/study.py --device cuda --jobs 8     # one GPU and 16 cores
+  tools/study.py --knn-networks pairs             # + a self-supervised network's 1-NN check
 """
 
 
@@ -107,6 +112,11 @@ def parse_args(argv=None):
                    'supervised-VGG row), mocov3 (self-supervised, no labels) or pairs (MoCo '
                    'v3 whose two views are a geometry-matched pair: same shape and pose, '
                    'nuisances redrawn)')
+    p.add_argument('--knn-networks', default=None, metavar='NAME[,NAME]',
+                   help='self-supervised networks (mocov3, pairs) each replicate also trains, '
+                   'only for their 1-NN shape accuracy beside the perceptual loss network\'s '
+                   "in the report's stage checks (none in the full and demo profiles: MoCo v3 "
+                   "trains minutes per replicate on 2 cores); '' for none")
     p.add_argument('--bf16-targets', action='store_true',
                    help='also pretrain PeCo with its frozen targets encoded in bf16 and '
                    "fine-tune from it: a row 'PeCo, bf16 targets' beside the fp32 one")
@@ -126,6 +136,7 @@ def parse_args(argv=None):
     try:
         args.iters = parse_iters(args.iters)
         args.only_replicates = parse_replicates(args.only_replicates)
+        args.knn_networks = parse_networks(args.knn_networks)
     except ValueError as e:
         p.error(str(e))
     return args
@@ -141,6 +152,17 @@ def parse_iters(text: str | None) -> dict[str, int]:
                              f'of {", ".join(COST)}')
         out[stage] = int(n)
     return out
+
+
+def parse_networks(text: str | None) -> tuple[str, ...] | None:
+    """'mocov3,pairs' -> ('mocov3', 'pairs'); '' -> (); None -> None (the profile's)."""
+    if text is None:
+        return None
+    names = tuple(filter(None, text.split(',')))
+    bad = [n for n in names if n not in PERCEPTUAL or n == 'supervised']
+    if bad:
+        raise ValueError(f'--knn-networks {text!r}: expected names among mocov3, pairs')
+    return names
 
 
 def parse_replicates(text: str | None) -> list[int] | None:
@@ -206,14 +228,16 @@ def main(argv=None) -> Path:
     from peco_mm.tooling.study_runs import Study
     from peco_mm.tooling.study_stages import run_replicate
     from peco_mm.tooling.study_tables import write_report
+    from peco_mm.tooling.study_tuning import stage_tuning
     study = Study(args.work_dir, args.profile, args.replicates, args.perceptual,
                   args.bf16_targets)
     study.change(n_pretrain=args.n_pretrain, val_per_class=args.val_per_class,
-                 iters=args.iters, rotate=args.rotation)
+                 iters=args.iters, rotate=args.rotation, knn_networks=args.knn_networks)
     if args.only_replicates is not None:
         study.only(args.only_replicates)
     study.wd.mkdir(parents=True, exist_ok=True)
     load0 = os.getloadavg()
+    stage_tuning(study)  # the scratch rows' lr, once, before the replicates (jobs keep it)
     if args.jobs > 1 and args.only_replicates is None:
         run_jobs(strip_jobs(argv), study.replicates, args.jobs)
         study.plan = study.make_plan()  # the runs are kept now: the report's call

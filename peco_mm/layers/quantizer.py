@@ -74,6 +74,18 @@ def nearest_codes(x: torch.Tensor, codebook: torch.Tensor, max_chunk_elems: int 
     return out
 
 
+def codewords(codes: torch.Tensor, codebook: torch.Tensor) -> torch.Tensor:
+    """(B, h, w) integer codes -> (B, D, h, w) rows of the (K, D) codebook; codes outside
+    [0, K) are refused."""
+    if codes.dtype not in (torch.long, torch.int32, torch.int64):
+        raise TypeError(f'codes must be integer indices, got {codes.dtype}')
+    K = codebook.shape[0]
+    if codes.numel() and (int(codes.min()) < 0 or int(codes.max()) >= K):
+        raise ValueError(f'codes must lie in [0, {K}), got '
+                         f'[{int(codes.min())}, {int(codes.max())}]')
+    return F.embedding(codes.long(), codebook).permute(0, 3, 1, 2)
+
+
 def full_precision(t: torch.Tensor):
     """Autocast off on `t`'s device: what runs inside keeps its inputs' dtype (fp32 here)."""
     return torch.autocast(t.device.type, enabled=False)
@@ -119,6 +131,8 @@ class EMAVectorQuantizer(nn.Module):
         restart_interval: check for dead codes every this many training steps.
         max_chunk_elems: bound on the distance matrix held at once during search.
     """
+    # a frozen tokenizer reads the codebook from its file: no data init, no restarts
+    FROZEN_ARGS = dict(init='random', restart_threshold=0.0)
 
     def __init__(self, num_embeddings: int = CODEBOOK_SIZE, embed_dims: int = 256,
                  decay: float = 0.99,
@@ -208,12 +222,7 @@ class EMAVectorQuantizer(nn.Module):
 
     def codes_to_vectors(self, codes: torch.Tensor) -> torch.Tensor:
         """(B, h, w) long -> (B, D, h, w) codewords."""
-        if codes.dtype not in (torch.long, torch.int32, torch.int64):
-            raise TypeError(f'codes must be integer indices, got {codes.dtype}')
-        if codes.numel() and (int(codes.min()) < 0 or int(codes.max()) >= self.num_embeddings):
-            raise ValueError(f'codes must lie in [0, {self.num_embeddings}), got '
-                             f'[{int(codes.min())}, {int(codes.max())}]')
-        return F.embedding(codes.long(), self.embedding).permute(0, 3, 1, 2)
+        return codewords(codes, self.embedding)
 
     # ---- training steps ---------------------------------------------------------------------
     @torch.no_grad()

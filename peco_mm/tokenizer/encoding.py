@@ -9,6 +9,7 @@ import logging
 import torch
 import torch.nn as nn
 
+from ..layers.gumbel_quantizer import GumbelQuantizer
 from ..layers.quantizer import EMAVectorQuantizer
 from ..registry import MODELS
 from ..utils.precision import native_bf16
@@ -21,6 +22,7 @@ DEFAULT_PARTS = dict(encoder=dict(type='CNNEncoder'), decoder=dict(type='CNNDeco
 ARCH_PARTS = tuple(DEFAULT_PARTS)  # what fixes the shapes: stored in every checkpoint
 
 MODELS.register_module(module=EMAVectorQuantizer)  # layers/ knows no registry
+MODELS.register_module(module=GumbelQuantizer)  # the dVAE's codes (DALL-E, BEiT)
 
 
 def arch_parts(encoder: dict | None = None, decoder: dict | None = None,

@@ -67,9 +67,11 @@ class FrozenPeCoTokenizer(TokenizerEncoding, nn.Module):
         self.arch_parts = checkpoint_parts(ckpt, checkpoint, overrides, flat_arch)
         self.checkpoint = str(checkpoint)
         self.encode_bf16 = check_encode_bf16(encode_bf16)
-        # the codebook is read from the file: no data init, no restarts
-        frozen_quantizer = dict(self.arch_parts['quantizer'], init='random',
-                                restart_threshold=0.0)
+        # the codebook is read from the file: the quantizer's frozen arguments (the EMA
+        # codebook's: no data init, no restarts)
+        frozen_quantizer = self.arch_parts['quantizer']
+        frozen_quantizer = dict(frozen_quantizer, **getattr(
+            MODELS.get(frozen_quantizer['type']), 'FROZEN_ARGS', {}))
         self.encoder, self.decoder, self.quantizer = build_codec(
             {**self.arch_parts, 'quantizer': frozen_quantizer}, with_decoder)
         load_tokenizer_state(self, self.checkpoint, ckpt)

@@ -7,21 +7,29 @@ every name.
 CONFIG_ROOT = 'work_dirs/study'  # where configs/study/* read and write; moved per replicate
 
 _WORLD = dict(per_class=10, held_out=5, rotate=False)
-# per profile: replicates, world sizes, lambdas, the downstream rows, iterations per stage
+# the scratch rows' lr grid per task, each trained once on the tuning world (study_tuning.py)
+SCRATCH_LR = dict(cls=(1e-3, 2e-3, 5e-3), seg=(5e-4, 1e-3, 2e-3))
+# per profile: replicates, world sizes, lambdas, the downstream rows, iterations per stage;
+# knn_networks: self-supervised networks trained only for their 1-NN shape accuracy beside the
+# perceptual loss's network (tools/study.py --knn-networks; only the quick profile's tests
+# train one by default: at 900 iterations MoCo v3 costs minutes per replicate on 2 cores)
+# what the full and demo profiles share: every row, the supervised perceptual network
+_ROWS = dict(_WORLD, lambdas=(0.0, 1.0), perceptual='supervised', judge_per_class=300,
+             inits=('peco', 'pixel', 'clsloss', 'dvae', 'scratch', 'scratch_matched'),
+             scratch_lr=SCRATCH_LR)
 PROFILES = {
-    'full': dict(_WORLD, replicates=8, lambdas=(0.0, 1.0), perceptual='supervised',
-                 n_pretrain=5000, val_per_class=30, judge_per_class=300, n_pairs=200,
-                 inits=('peco', 'pixel', 'scratch', 'scratch_matched'),
+    'full': dict(_ROWS, replicates=8, n_pretrain=5000, val_per_class=30, n_pairs=200,
                  iters=dict(perceptual=600, mocov3=900, judge=400, tokenizer=200,
                             pretrain=250, cls=240, seg=200)),
-    'demo': dict(_WORLD, replicates=3, lambdas=(0.0, 1.0), perceptual='supervised',
-                 n_pretrain=2000, val_per_class=20, judge_per_class=300, n_pairs=100,
-                 inits=('peco', 'pixel', 'scratch', 'scratch_matched'),
+    'demo': dict(_ROWS, replicates=3, n_pretrain=2000, val_per_class=20, n_pairs=100,
                  iters=dict(perceptual=400, mocov3=150, judge=200, tokenizer=60,
                             pretrain=80, cls=160, seg=120)),
     'quick': dict(_WORLD, replicates=2, lambdas=(0.0, 1.0), perceptual='supervised',
                   n_pretrain=40, val_per_class=2, judge_per_class=2, n_pairs=6, per_class=2,
-                  inits=('peco', 'pixel'),  # the scratch rows: tests of the plan
+                  # every pretrained row and scratch at the lr of a 2-point grid; the
+                  # compute-matched row: tests of the plan
+                  inits=('peco', 'pixel', 'clsloss', 'dvae', 'scratch'),
+                  scratch_lr=dict(cls=(1e-3, 2e-3), seg=(1e-3, 2e-3)), knn_networks=('pairs', ),
                   iters=dict(perceptual=2, mocov3=2, judge=2, tokenizer=2, pretrain=2, cls=2,
                              seg=2)),
 }

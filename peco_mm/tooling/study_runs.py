@@ -16,12 +16,22 @@ from pathlib import Path
 import numpy as np
 
 from .study_profiles import CONFIG_ROOT, COST, PERCEPTUAL, PROFILES  # noqa: F401 (re-exported)
+from .study_tuning import TUNING_SEED, tuning_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / 'configs' / 'study'
-# downstream rows: pretrained on a tokenizer's codes (which one), or from scratch
-TARGETS = dict(peco='lambda1', pixel='lambda0', random='random', peco_bf16='lambda1')
-INITS = ('peco', 'pixel', 'random', 'scratch', 'scratch_matched', 'peco_bf16')
+# downstream rows: pretrained on a tokenizer's codes (which one), or from scratch. clsloss:
+# Table 6's control, a tokenizer trained with lambda = 0 and a classification loss on its
+# codewords (labels of the classes A only: configs/study/tokenizer_world_clsloss.py); dvae:
+# Table 2's dVAE baseline (Gumbel-softmax codes: configs/study/tokenizer_world_dvae.py)
+TARGETS = dict(peco='lambda1', pixel='lambda0', random='random', peco_bf16='lambda1',
+               clsloss='clsloss', dvae='dvae')
+INITS = ('peco', 'pixel', 'random', 'clsloss', 'dvae', 'scratch', 'scratch_matched',
+         'peco_bf16')
+# the perceptual networks: config and stage (iterations) of each kind
+LOSS_NETS = dict(supervised=('perceptual_vit_tiny_world.py', 'perceptual'),
+                 mocov3=('mocov3_vit_tiny_world.py', 'mocov3'),
+                 pairs=('mocov3_pairs_vit_tiny_world.py', 'mocov3'))
 TASK_CONFIGS = dict(cls=('finetune_vit_tiny_world.py', 'finetune_vit_tiny_world_scratch.py'),
                     seg=('upernet_vit_tiny_world.py', 'upernet_vit_tiny_world_scratch.py'))
 
@@ -29,9 +39,12 @@ TASK_CONFIGS = dict(cls=('finetune_vit_tiny_world.py', 'finetune_vit_tiny_world_
 def set_schedule(cfg, iters: int) -> None:
     """An iteration-based config cut (or stretched) to `iters`: its iteration-based LR
     schedule scaled to fit, checkpoint and validation at the end, hooks at most every
-    `iters`."""
+    `iters`, and a Gumbel quantizer's temperature annealed over the `iters`."""
     tc = cfg.train_cfg
     scale, tc.max_iters = iters / tc.max_iters, iters
+    quantizer = cfg.get('model', {}).get('quantizer') or {}
+    if 'anneal_iters' in quantizer:
+        quantizer['anneal_iters'] = iters
     scheds = cfg.get('param_scheduler') or []
     for s in scheds if isinstance(scheds, list) else [scheds]:
         for key in ('begin', 'end'):
@@ -69,8 +82,9 @@ class Study:
         perceptual = perceptual or PROFILES[profile]['perceptual']
         if perceptual not in PERCEPTUAL:
             raise ValueError(f'perceptual={perceptual!r}; allowed: {PERCEPTUAL}')
-        if replicates is not None and replicates < 1:
-            raise ValueError(f'replicates={replicates} must be >= 1')
+        if replicates is not None and not 1 <= replicates <= TUNING_SEED:
+            raise ValueError(f'replicates={replicates} must be >= 1 and <= {TUNING_SEED} '
+                             f'(seed {TUNING_SEED} draws the tuning world)')
         self.perceptual = perceptual
         self.wd = Path(work_dir).resolve()
         self.profile = profile
@@ -78,6 +92,7 @@ class Study:
         self.inits = tuple(self.p['inits']) + (('peco_bf16', ) if bf16_targets else ())
         self.replicates = list(range(replicates if replicates is not None
                                      else self.p['replicates']))
+        self.scratch_lr: dict = {}  # the lr chosen on the tuning world per task (study_tuning)
         self.plan = self.make_plan()
         self.t0 = time.time()
 
@@ -94,12 +109,22 @@ class Study:
     def tokenizers(self) -> tuple[str, ...]:
         """Each replicate's tokenizers: one per lambda, and lambda = 1 against the randomly
         initialised perceptual network (the control: any perceptual loss, or this one's
-        knowledge?)."""
-        return tuple(tok_key(lam) for lam in self.lambdas) + ('random', )
+        knowledge?), and those of the profile's other downstream rows (e.g. Table 6's
+        control)."""
+        keys = tuple(tok_key(lam) for lam in self.lambdas) + ('random', )
+        return keys + tuple(dict.fromkeys(TARGETS[i] for i in self.inits if i in TARGETS
+                                          and TARGETS[i] not in keys))
+
+    @property
+    def knn_networks(self) -> tuple[str, ...]:
+        """Self-supervised networks trained besides the perceptual loss's network, only for
+        their 1-NN shape accuracy in the stage checks (the profile's `knn_networks`, less the
+        loss's own kind)."""
+        return tuple(n for n in self.p.get('knn_networks', ()) if n != self.perceptual)
 
     def change(self, iters: dict[str, int] | None = None, **settings) -> None:
-        """The profile with `settings` (n_pretrain, val_per_class, rotate; None keeps the
-        profile's) and the stages' `iters` replaced; the plan follows."""
+        """The profile with `settings` (n_pretrain, val_per_class, rotate, knn_networks; None
+        keeps the profile's) and the stages' `iters` replaced; the plan follows."""
         self.p = dict(self.p, **{k: v for k, v in settings.items() if v is not None},
                       iters={**self.p['iters'], **(iters or {})})
         self.plan = self.make_plan()
@@ -110,17 +135,20 @@ class Study:
         self.plan = self.make_plan()
 
     def rep(self, r: int, name: str = '') -> str:
-        """A run folder of replicate r, relative to the work dir."""
-        return f'rep{r}/{name}' if name else f'rep{r}'
+        """A run folder of replicate r (r = TUNING_SEED: the tuning world's), relative to the
+        work dir."""
+        base = 'tuning' if r == TUNING_SEED else f'rep{r}'
+        return f'{base}/{name}' if name else base
 
     def runs(self, r: int) -> list[tuple[str, str, str, int]]:
         """Replicate r's runs in the order they train: (run folder, config, stage,
-        iterations)."""
+        iterations); r = TUNING_SEED: the scratch lr grid's runs."""
+        if r == TUNING_SEED:
+            return tuning_runs(self)
         it = self.p['iters']
-        loss_net = dict(supervised=('perceptual_vit_tiny_world.py', 'perceptual'),
-                        mocov3=('mocov3_vit_tiny_world.py', 'mocov3'),
-                        pairs=('mocov3_pairs_vit_tiny_world.py', 'mocov3'))[self.perceptual]
-        nets = [('perceptual', *loss_net), ('judge', 'judge_resnet_world.py', 'judge')]
+        nets = [('perceptual', *LOSS_NETS[self.perceptual]),
+                ('judge', 'judge_resnet_world.py', 'judge')]
+        nets += [(f'perceptual_{n}', *LOSS_NETS[n]) for n in self.knn_networks]
         out = [(self.rep(r, d), c, s, it[s]) for d, c, s in nets]
         for key in self.tokenizers:
             name = 'tokenizer_world.py' if key in ('lambda1', 'random') else \
@@ -140,7 +168,7 @@ class Study:
         """The RunPlan (console progress and ETA) of every replicate's runs."""
         from peco_mm.supervisor.console import RunPlan
         plan = [(d, f'{d} ({Path(c).stem}, {n} iterations)', n * COST[s])
-                for r in self.replicates for d, c, s, n in self.runs(r)]
+                for r in [TUNING_SEED] + self.replicates for d, c, s, n in self.runs(r)]
         return RunPlan(plan)
 
     def progress(self, run_dir: str, note: str = '') -> None:
@@ -163,7 +191,8 @@ class Study:
 
     def run_config(self, run_dir: str, options: dict | None = None):
         """The config `run` trains for one planned run folder."""
-        r = int(run_dir.split('/')[0][3:])
+        top = run_dir.split('/')[0]
+        r = TUNING_SEED if top == 'tuning' else int(top[3:])
         _, name, _, iters = next(x for x in self.runs(r) if x[0] == run_dir)
         return name, self.config(name, r, iters, options)
 

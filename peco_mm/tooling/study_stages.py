@@ -23,8 +23,9 @@ from pathlib import Path
 from peco_mm.tooling.study_runs import TARGETS, Study, tok_key
 
 
-def stage_world(study: Study, r: int) -> dict:
-    """Replicate r's world (seed r), written unless the same settings wrote it before."""
+def stage_world(study: Study, r: int, **sizes) -> dict:
+    """Replicate r's world (seed r; `sizes` in place of the profile's), written unless the
+    same settings wrote it before."""
     from peco_mm.tooling.shape_world import make_world, read_classes
     root = study.wd / study.rep(r, 'world')
     done = root / 'done.json'
@@ -32,15 +33,16 @@ def stage_world(study: Study, r: int) -> dict:
     keys = ('n_pretrain', 'per_class', 'val_per_class', 'judge_per_class', 'n_pairs',
             'held_out', 'rotate')
     args = dict(seed=r, **{k: p[k] for k in keys})
-    if study.perceptual == 'pairs':  # its positive pairs: as many as unlabeled images
+    if 'pairs' in (study.perceptual, *study.knn_networks):  # positive pairs: one per image
         args['n_train_pairs'] = p['n_pretrain']
+    args.update(sizes)
     if done.is_file() and json.loads(done.read_text()) == args:
         print(f'{study.rep(r)} world: written earlier, kept', flush=True)
     else:
         t = time.time()
         make_world(root, **args)
         done.write_text(json.dumps(args))
-        print(f'{study.rep(r)} world: {p["n_pretrain"]} unlabeled images in '
+        print(f'{study.rep(r)} world: {args["n_pretrain"]} unlabeled images in '
               f'{time.time() - t:.0f} s', flush=True)
     classes = read_classes(root)
     if len(classes['A']) != 5 or len(classes['B']) != 5:
@@ -52,7 +54,8 @@ def stage_world(study: Study, r: int) -> dict:
 def stage_networks(study: Study, r: int) -> dict:
     """The perceptual network (converted to PeCoViT, with its 1-NN shape accuracy on B's test
     half against the same ViT randomly initialised), its randomly initialised twin written
-    as a PeCoViT file, and the judge with its top-1 on B's test half."""
+    as a PeCoViT file, the judge with its top-1 on B's test half, and the profile's other
+    (self-supervised) networks, trained and checked alike for the 1-NN comparison only."""
     from peco_mm.tooling.logs import last_metrics, read_scalars
     from peco_mm.tooling.tool_runs import call_tool
 
@@ -65,6 +68,8 @@ def stage_networks(study: Study, r: int) -> dict:
         return dict(shape_knn(study, r, target), pecovit=target, **own)
     out = dict(perceptual=study.run(study.rep(r, 'perceptual'), evaluate=convert_and_check),
                judge=study.run(study.rep(r, 'judge'), evaluate=study.test))
+    out['knn'] = {n: study.run(study.rep(r, f'perceptual_{n}'), evaluate=convert_and_check)
+                  for n in study.knn_networks}  # for their 1-NN beside the loss network's
     random = study.wd / study.rep(r, 'perceptual_random') / 'vit_tiny_pecovit.pth'
     if not random.is_file():
         from peco_mm.tooling.demo_checks import save_random_twin
@@ -144,12 +149,17 @@ def stage_pretrain(study: Study, r: int, toks: dict) -> dict:
 
 def stage_downstream(study: Study, r: int, pre: dict) -> dict:
     """Few-label classification and segmentation of every downstream row, scored on the
-    test half ((task, init) -> result)."""
+    test half ((task, init) -> result); the scratch rows at the lr chosen on the tuning world
+    (`study.scratch_lr`, where the profile has a grid)."""
     out = {}
     for task in ('cls', 'seg'):
         for init in study.inits:
-            opts = ({'model.backbone.init_cfg.checkpoint': pre[init]['ckpt']}
-                    if init in TARGETS else None)
+            if init in TARGETS:
+                opts = {'model.backbone.init_cfg.checkpoint': pre[init]['ckpt']}
+            elif task in study.scratch_lr:
+                opts = {'optim_wrapper.optimizer.lr': study.scratch_lr[task]['chosen']}
+            else:
+                opts = None
             out[(task, init)] = study.run(study.rep(r, f'{task}_{init}'), options=opts,
                                           evaluate=study.test)
     return out

@@ -19,6 +19,8 @@ DOWN_COLUMNS = [('MIM accuracy (%)', 'mim_acc', 1), ('few-label top-1 (%)', 'acc
                 ('mIoU (%)', 'mIoU', 1)]
 DOWN_ROWS = dict(peco='PeCo (lambda = 1 codes)', pixel='pixel codebook (lambda = 0 codes)',
                  random='random perceptual network (lambda = 1 codes)',
+                 clsloss='classification loss on codewords (Table 6 control codes)',
+                 dvae='dVAE (Gumbel-softmax codes)',
                  scratch='scratch (own recipe)',
                  scratch_matched='scratch, compute-matched (own recipe)',
                  peco_bf16='PeCo, targets encoded in bf16',
@@ -26,11 +28,19 @@ DOWN_ROWS = dict(peco='PeCo (lambda = 1 codes)', pixel='pixel codebook (lambda =
 T4, T10, T23 = ('Table 4: tokenizers', 'Table 10: lambda sweep',
                 'Tables 2-3: pretraining and downstream')
 RANDOM_TOK = 'lambda = 1, random perceptual network'
+NETWORK_WORDS = dict(  # what each kind of perceptual network learned from
+    supervised='supervised on the labelled split of its replicate\'s classes A',
+    mocov3='trained by MoCo v3 on the unlabeled images (no labels)',
+    pairs='trained by MoCo v3 on geometry-matched pairs of unlabeled images (its two views '
+    'share only the geometry; no labels)')
+OTHER_TOKS = dict(random=RANDOM_TOK,
+                  clsloss='lambda = 0 + classification loss on codewords (labels of A)',
+                  dvae='dVAE, Gumbel-softmax (pixel only)')
 
 
 def tok_row(key: str) -> str:
-    if key == 'random':
-        return RANDOM_TOK
+    if key in OTHER_TOKS:
+        return OTHER_TOKS[key]
     lam = float(key[len('lambda'):].replace('p', '.'))
     return f'lambda = {lam:g}' + {0.0: ' (pixel only)', 1.0: ' (PeCo)'}.get(lam, '')
 
@@ -67,14 +77,17 @@ def endpoints(study: Study) -> list[dict]:
     for col in ('codeword probe (%)', 'judge on reconstructions (%)',
                 'code agreement, matched pairs (%)'):
         out.append(cmp('S', T4, col, one, 'random'))
+    if 'dvae' in study.tokenizers:  # Table 2's baseline tokenizer, on the judge-free measures
+        out += [cmp('S', T4, col, one, 'dvae') for col in
+                ('codeword probe (%)', 'code agreement, matched pairs (%)')]
     for lam in study.lambdas:
         if lam not in (0.0, 1.0):
             out += [cmp('S', T10, c, tok_key(lam), zero, 0) for c in
                     ('codeword probe (%)', 'judge on reconstructions (%)',
                      'code agreement, matched pairs (%)')]
     down = [(a, b, 1) for a in ('peco', 'pixel') for b in ('scratch', 'scratch_matched')]
-    down += [('peco', 'random', 1)] + ([('peco_bf16', 'peco', 0)]
-                                       if 'peco_bf16' in study.inits else [])
+    down += [('peco', 'random', 1), ('peco', 'clsloss', 1), ('peco', 'dvae', 1)]
+    down += [('peco_bf16', 'peco', 0)] if 'peco_bf16' in study.inits else []
     for a, b, expect in down:  # MIM accuracy only where both predict the same codes
         if a in study.inits and b in study.inits:
             out += [cmp('S', T23, c, a, b, expect) for c, _, _ in
@@ -98,7 +111,8 @@ def report_tables(study: Study, res: dict) -> tuple[list[str], list[str], list[d
                                               markdown_table)
     tables = []
     sweep = [tok_key(lam) for lam in study.lambdas]
-    for title, keys in ((T4, [tok_key(0.0), tok_key(1.0), 'random']), (T10, sweep)):
+    t4 = [tok_key(0.0), tok_key(1.0)] + [k for k in study.tokenizers if k in OTHER_TOKS]
+    for title, keys in ((T4, t4), (T10, sweep)):
         if title == T10 and len(sweep) <= 2:
             continue
         rows = {tok_row(k): [cell(values(study, res, title, k, key), d)
@@ -164,22 +178,29 @@ def reconstruction_grid(study: Study, res: dict) -> str:
 def stage_lines(study: Study, res: dict) -> list[str]:
     """The report's checks of each replicate's networks, per-replicate values in brackets."""
     from peco_mm.tooling.study_report import cell
+    from peco_mm.tooling.study_tuning import tuning_line
     reps = study.replicates
     net = [res[r]['nets']['perceptual']['metrics'] for r in reps]
     judge = [res[r]['nets']['judge']['metrics'].get('accuracy/top1') for r in reps]
     chance = res[reps[0]]['chance']['accuracy/top1']
-    own = dict(supervised='supervised on the labelled split of its replicate\'s classes A, '
-               f'top-1 on A\'s validation images {cell([m.get("accuracy/top1") for m in net])} '
-               '%; ', mocov3='trained by MoCo v3 on the unlabeled images (no labels); ',
-               pairs='trained by MoCo v3 on geometry-matched pairs of unlabeled images (its '
-               'two views share only the geometry; no labels); ')[study.perceptual]
+
+    def knn(nets):  # 1-NN shape accuracy of the trained networks and of their random twins
+        return (f'1-NN shape accuracy on the held-out classes B (test half) '
+                f'{cell([m["trained"] for m in nets])} %, the same ViT randomly initialised '
+                f'{cell([sum(m["random"]) / len(m["random"]) for m in nets])} % (chance '
+                f'{chance:.1f} %)')
+    own = dict(NETWORK_WORDS, supervised=NETWORK_WORDS['supervised'] + ', top-1 on A\'s '
+               f'validation images {cell([m.get("accuracy/top1") for m in net])} %')
+    others = [f'- Self-supervised network for comparison, trained only for this check (the '
+              f'tokenizers use the network above): a ViT {NETWORK_WORDS[n]}; ' +
+              knn([res[r]['nets']['knn'][n]['metrics'] for r in reps]) + '.'
+              for n in study.knn_networks]
     return [
-        f'- Perceptual loss network: a ViT {own}1-NN shape accuracy on the held-out classes '
-        f'B (test half) {cell([m["trained"] for m in net])} %, the same ViT randomly '
-        f'initialised {cell([sum(m["random"]) / len(m["random"]) for m in net])} % '
-        f'(chance {chance:.1f} %). Its random initialisation is the control row\'s network.',
+        f'- Perceptual loss network: a ViT {own[study.perceptual]}; {knn(net)}. Its random '
+        'initialisation is the control row\'s network.', *others,
         f'- Judge: a ResNet (another architecture) trained on its own labelled split of B, '
         f'top-1 on B\'s test half {cell(judge)} % (chance {chance:.1f} %).',
+        *filter(None, [tuning_line(study.scratch_lr)]),
         '- Class splits (A: perceptual labels; B: every evaluation): ' + '; '.join(
             f'replicate {r}: A {", ".join(res[r]["world"]["classes"]["A"])}, B '
             f'{", ".join(res[r]["world"]["classes"]["B"])}' for r in reps) + '.']
@@ -213,7 +234,8 @@ def write_report(study: Study, res: dict, title: str, seconds: float, load: dict
         f'half every number below is scored on; {w["n_pairs"]} geometry-matched pairs under '
         'held-out backgrounds and hues. Iterations: ' +
         ', '.join(f'{k} {v}' for k, v in it.items()
-                  if k != ('mocov3' if study.perceptual == 'supervised' else 'perceptual')) +
+                  if k != ('perceptual' if study.perceptual != 'supervised' else
+                           'mocov3' if not study.knn_networks else None)) +
         ' (compute-matched scratch: pretraining plus fine-tuning). Each cell: mean ± standard '
         'deviation over the replicates, each replicate\'s value in brackets, in replicate '
         'order (value i of every row is replicate i).', '', '## Stage checks', '',

@@ -15,7 +15,9 @@ from tests.conftest import ROOT, load_tool, run_tool
 SECTIONS = ['## Stage checks', '**Table 4: tokenizers**',
             '**Tables 2-3: pretraining and downstream**', '## Conclusions',
             f'**{ENDPOINTS}**', '## Reconstructions']
-RUNS_PER_REPLICATE = 2 + 3 + 2 + 2 * 2  # networks, tokenizers, pretraining, 2 rows x 2 tasks
+# networks (with the 1-NN check's MoCo v3 on pairs), tokenizers, pretraining, 5 rows x 2 tasks
+RUNS_PER_REPLICATE = 3 + 5 + 4 + 5 * 2
+TUNING_RUNS = 2 * 2  # the scratch lr grid on the tuning world: 2 lrs x 2 tasks, once
 
 
 @pytest.fixture(scope='module')
@@ -36,9 +38,11 @@ def test_make_demo_runs_the_studys_demo_profile():
     study = tool.Study('/tmp/unused', 'demo')
     assert study.perceptual == 'supervised' and len(study.replicates) >= 3
     runs = [r[0] for r in study.plan.runs]
-    assert runs[:2] == ['rep0/perceptual', 'rep0/judge'] and not any('mocov3' in r for r in runs)
-    per = 2 + 3 + 2 + 2 * 4  # nets, tokenizers, pretraining, 4 downstream rows x 2 tasks
-    assert len(runs) == per * len(study.replicates)
+    assert runs[6:8] == ['rep0/perceptual', 'rep0/judge'] and not any('mocov3' in r for r in runs)
+    per = 2 + 5 + 4 + 2 * 6  # nets, tokenizers, pretraining, 6 downstream rows x 2 tasks
+    assert len(runs) == per * len(study.replicates) + 2 * 3  # + the scratch lr grid, once
+    grid = (('cls', ('0.001', '0.002', '0.005')), ('seg', ('0.0005', '0.001', '0.002')))
+    assert runs[:6] == [f'tuning/{t}_scratch_lr{lr}' for t, lrs in grid for lr in lrs]
     assert study.runs(0)[1][1] == 'judge_resnet_world.py'
 
 
@@ -48,7 +52,7 @@ def test_quick_study_report_has_every_section_and_both_replicates(quick_study):
     assert f'report: {wd / "report.md"} (checked)' in log
     # one line per run with an overall ETA; the runs' own logs go to their console.log
     runs = re.findall(r'\] run (\d+) of (\d+): .+ \((ETA [^)]+)\)$', log, re.M)
-    n = 2 * RUNS_PER_REPLICATE
+    n = 2 * RUNS_PER_REPLICATE + TUNING_RUNS
     assert [(int(k), int(m)) for k, m, _ in runs] == [(k, n) for k in range(1, n + 1)]
     assert runs[0][2] == 'ETA after the first run' and re.fullmatch(r'ETA \d+m\d\ds', runs[1][2])
     assert 'Iter(train)' not in log
@@ -61,7 +65,21 @@ def test_quick_study_report_has_every_section_and_both_replicates(quick_study):
     tables = parse_tables(text)
     down = tables['Tables 2-3: pretraining and downstream']
     assert list(down) == ['PeCo (lambda = 1 codes)', 'pixel codebook (lambda = 0 codes)',
+                          'classification loss on codewords (Table 6 control codes)',
+                          'dVAE (Gumbel-softmax codes)', 'scratch (own recipe)',
                           'chance (a model that learned nothing)']
+    # the self-supervised network's 1-NN shape accuracy beside the loss network's
+    knn = re.findall(r'^- Self-supervised network for comparison.+geometry-matched pairs.+'
+                     r'1-NN shape accuracy on the held-out classes B \(test half\) (.+?) %',
+                     text, re.M)
+    assert len(knn) == 1 and len(parse_cell(knn[0])) == 2
+    # the scratch lr: the grid's scores on the tuning world's tuning half and the choice
+    assert re.search(r'^- Scratch learning rate: .+seed 1000.+few-label top-1 0\.001: '
+                     r'[\d.]+ %, 0\.002: [\d.]+ % \(chosen: 0\.00[12]\); mIoU 0\.001: ',
+                     text, re.M)
+    chosen = re.search(r'top-1 .+?\(chosen: ([\d.]+)\)', text).group(1)
+    scratch = (wd / 'rep1' / 'cls_scratch' / 'finetune_vit_tiny_world_scratch.py').read_text()
+    assert f'lr={float(chosen)!r}' in scratch.replace(' ', '')
     for label, cells in down.items():
         for col, c in cells.items():
             if not (label.startswith('scratch') and col.startswith('MIM')):
@@ -128,7 +146,7 @@ def test_a_second_call_keeps_every_finished_run(quick_study):
     before = (wd / 'report.md').read_text()
     log = run_tool(['tools/study.py', '--profile', 'quick', '--work-dir', wd],
                    timeout=300).stdout
-    assert log.count('finished earlier, kept') == 2 * RUNS_PER_REPLICATE
+    assert log.count('finished earlier, kept') == 2 * RUNS_PER_REPLICATE + TUNING_RUNS
     assert 'Iter(train)' not in log
     after = (wd / 'report.md').read_text()
     assert after.split('## Conclusions')[1] == before.split('## Conclusions')[1]

@@ -285,7 +285,8 @@ def test_report_rows_are_per_replicate_lists_paired_by_replicate(tmp_path):
     study_tool = load_tool('study')
     study = study_tool.Study(str(tmp_path), 'full', replicates=3)
     res = fake_results(study, probe=lambda r, k: {'lambda1': 30.0 + r, 'lambda0': 20.0,
-                                                  'random': 25.0}[k])
+                                                  'random': 25.0, 'clsloss': 26.0,
+                                                  'dvae': 22.0}[k])
     tables, conclusions, data = study_tool.report_tables(study, res)
     text = '\n\n'.join(tables) + '\n\n' + '\n'.join(conclusions) + '\n'
     assert check_report(text) == []
@@ -295,15 +296,32 @@ def test_report_rows_are_per_replicate_lists_paired_by_replicate(tmp_path):
     assert p1['a_values'] == [30.0, 31.0, 32.0] and p1['b_values'] == [20.0, 20.0, 20.0]
     assert all(w in conclusions[0] for w in ('codeword probe (%)', 'lambda = 1 (PeCo)'))
     t4 = parse_tables(text)[study_tool.T4]
+    cls_tok = 'lambda = 0 + classification loss on codewords (labels of A)'
     assert list(t4) == ['lambda = 0 (pixel only)', 'lambda = 1 (PeCo)',
-                        'lambda = 1, random perceptual network']
+                        'lambda = 1, random perceptual network', cls_tok,
+                        'dVAE, Gumbel-softmax (pixel only)']
     assert parse_cell(t4['lambda = 1 (PeCo)']['PSNR (dB)']) == [20.0, 21.0, 22.0]
+    assert parse_cell(t4[cls_tok]['codeword probe (%)']) == [26.0, 26.0, 26.0]
     down = parse_tables(text)[study_tool.T23]
+    cls_row = 'classification loss on codewords (Table 6 control codes)'
     assert list(down) == ['PeCo (lambda = 1 codes)', 'pixel codebook (lambda = 0 codes)',
-                          'scratch (own recipe)', 'scratch, compute-matched (own recipe)',
+                          cls_row, 'dVAE (Gumbel-softmax codes)', 'scratch (own recipe)',
+                          'scratch, compute-matched (own recipe)',
                           'chance (a model that learned nothing)']
     vs_chance = [c for c in conclusions if '|chance (a model' in c]
-    assert len(vs_chance) == 4 * 2 + 2  # 4 rows x (top-1, mIoU) + MIM accuracy of 2 targets
+    assert len(vs_chance) == 6 * 2 + 4  # 6 rows x (top-1, mIoU) + MIM accuracy of 4 targets
+    # Table 6's control: PeCo against it, secondary (Holm), the paper's direction PeCo higher
+    vs_cls = [d for d in data if d['b'] == cls_row]
+    assert [(d['name'], d['column'], d['expect']) for d in vs_cls] == [
+        ('S', 'few-label top-1 (%)', 1), ('S', 'mIoU (%)', 1)]
+    assert vs_cls[0]['a_values'] == [9.0, 11.0, 13.0]
+    # Table 2's dVAE baseline: PeCo against it downstream and on the judge-free measures
+    vs_dvae = [(d['table'], d['column']) for d in data if d['b'].startswith('dVAE')]
+    assert vs_dvae == [(study_tool.T4, 'codeword probe (%)'),
+                       (study_tool.T4, 'code agreement, matched pairs (%)'),
+                       (study_tool.T23, 'few-label top-1 (%)'), (study_tool.T23, 'mIoU (%)')]
+    probe = next(d for d in data if d['b'].startswith('dVAE'))
+    assert probe['a_values'] == [30.0, 31.0, 32.0] and probe['b_values'] == [22.0] * 3
     # the control's tokenizer row is compared with PeCo's on the judge-free measures too
     assert any('|code agreement, matched pairs (%)|lambda = 1 (PeCo)|lambda = 1, random' in c
                for c in conclusions)
@@ -357,19 +375,31 @@ def test_study_exits_when_its_report_contradicts_its_numbers(tmp_path, monkeypat
     from peco_mm.tooling import study_tables
     tool = load_tool('study')
     study = tool.Study(str(tmp_path), 'full', replicates=5)
+    study.change(knn_networks=('pairs', ))
     res = fake_results(study)
     for r in study.replicates:
         res[r].update(world=dict(n_pretrain=8, rotate=False, per_class=1, val_per_class=1,
                                  n_pairs=1, classes=dict(A=['a'], B=['b'])),
                       nets=dict(perceptual=dict(metrics={'trained': 50.0, 'random': [10.0],
                                                          'accuracy/top1': 60.0}),
-                                judge=dict(metrics={'accuracy/top1': 60.0})))
+                                judge=dict(metrics={'accuracy/top1': 60.0}),
+                                knn=dict(pairs=dict(metrics={'trained': 30.0 + r,
+                                                             'random': [11.0, 13.0]}))))
     monkeypatch.setattr(study_tables, 'chance_levels', lambda study, r: res[r]['chance'])
     monkeypatch.setattr(study_tables, 'reconstruction_grid',
                         lambda study, res: str(tmp_path / 'grid.png'))
     load = dict(cpus=2, start=(0.1, 0, 0), end=(1.0, 0, 0))
     report = study_tables.write_report(study, res, 'test', 60.0, load)
     assert check_report(report.read_text()) == [] and CONCLUSIONS_INTRO in report.read_text()
+    # the self-supervised network's 1-NN shape accuracy, beside the supervised loss network's
+    checks = report.read_text().split('## Stage checks')[1].split('**Table 4')[0]
+    assert checks.index('- Perceptual loss network: a ViT supervised') < checks.index(
+        '- Self-supervised network for comparison, trained only for this check (the tokenizers '
+        'use the network above): a ViT trained by MoCo v3 on geometry-matched pairs of '
+        'unlabeled images (its two views share only the geometry; no labels); 1-NN shape '
+        'accuracy on the held-out classes B (test half) 32.0 ± 1.6 (30.0, 31.0, 32.0, 33.0, '
+        '34.0) %, the same ViT randomly initialised 12.0 ± 0.0 (12.0, 12.0, 12.0, 12.0, 12.0) %')
+    assert 'perceptual 600, mocov3 900, judge 400' in report.read_text()
     tables, body, data = study_tables.report_tables(study, res)
     body = [c.replace("excludes 0 in the paper's direction", 'includes 0') for c in body]
     monkeypatch.setattr(study_tables, 'report_tables', lambda study, res: (tables, body, data))
@@ -440,8 +470,9 @@ def test_trained_and_random_twins_of_a_converted_classifier(tmp_path):
 
 def test_perceptual_network_never_reads_a_held_out_label(tmp_path):
     """The supervised perceptual network's config, as the study trains it, reads labelled
-    images of the classes A only (train and validation); the judge and every downstream run
-    read B only; the tokenizers are tested on B's test half."""
+    images of the classes A only (train and validation), and so does Table 6's control
+    tokenizer (lambda = 0, classification loss on its codewords); the judge and every
+    downstream run read B only; the tokenizers are tested on B's test half."""
     from mmengine.registry import DefaultScope
     from mmpretrain.registry import DATASETS
 
@@ -454,7 +485,8 @@ def test_perceptual_network_never_reads_a_held_out_label(tmp_path):
     classes = read_classes(tmp_path / 'rep0' / 'world')
 
     cfgs = {run: study.run_config(f'rep0/{run}')[1]
-            for run in ('perceptual', 'judge', 'cls_peco', 'cls_pixel')}
+            for run in ('perceptual', 'judge', 'cls_peco', 'cls_pixel', 'tokenizer_clsloss',
+                        'cls_clsloss')}
 
     def read(run, loader):
         with DefaultScope.overwrite_default_scope('mmpretrain'):  # whatever ran before
@@ -463,7 +495,12 @@ def test_perceptual_network_never_reads_a_held_out_label(tmp_path):
     for loader in ('train_dataloader', 'val_dataloader', 'test_dataloader'):
         seen = read('perceptual', loader)
         assert seen == set(classes['A']) and not seen & set(classes['B'])
-    for run in ('judge', 'cls_peco', 'cls_pixel'):
+    cls_tok = cfgs['tokenizer_clsloss']
+    assert read('tokenizer_clsloss', 'train_dataloader') == set(classes['A'])
+    assert cls_tok.model.perceptual_weight == 0
+    assert cls_tok.model.codeword_loss == 'classification'
+    assert cls_tok.model.codeword_loss_cfg.num_classes == len(classes['A'])
+    for run in ('judge', 'cls_peco', 'cls_pixel', 'cls_clsloss'):
         assert read(run, 'train_dataloader') == set(classes['B'])
     assert read('judge', 'test_dataloader') == set(classes['B'])
     tok = study.run_config('rep0/tokenizer_lambda1')[1]
@@ -479,7 +516,10 @@ def test_no_run_of_a_replicate_reads_another_replicates_world_or_networks(tmp_pa
     study = study_tool.Study(str(tmp_path), 'full')
     assert study.replicates == list(range(8))
     runs = [d for d, *_ in study.plan.runs]
-    assert len(runs) == len(set(runs)) == 8 * len(study.runs(0))
+    tuning = [d for d, *_ in study.runs(study_tool.TUNING_SEED)]  # the scratch lr grid's
+    assert len(runs) == len(set(runs)) == 8 * len(study.runs(0)) + len(tuning)
+    assert len(tuning) == 6 and all(d.startswith('tuning/') for d in tuning)
+    assert study_tool.TUNING_SEED not in study.replicates
     for r in study.replicates:
         assert all(d.startswith(f'rep{r}/') for d, *_ in study.runs(r))
     calls = {}
@@ -625,3 +665,118 @@ def test_a_run_keeps_numpy_metrics_as_plain_numbers(tmp_path, monkeypatch):
     assert stored['metrics'] == {'mIoU': 34.5, 'aAcc': 0.25}
     with pytest.raises(TypeError, match='object is not JSON serializable'):
         study.run('rep0/seg_pixel', evaluate=lambda res: {'mIoU': object()})
+
+
+def test_dvae_row_trains_the_gumbel_quantizer_like_the_pixel_codebook(tmp_path):
+    """The dVAE tokenizer is the lambda = 0 tokenizer with the Gumbel-softmax quantizer: the
+    same unlabeled images, encoder, decoder, K and grid; its temperature anneals over the
+    run's iterations whatever the profile; PeCo-style pretraining reads its codes."""
+    from tests.conftest import load_tool
+    study_tool = load_tool('study')
+    study = study_tool.Study(str(tmp_path), 'full')
+    assert 'dvae' in study.tokenizers and 'dvae' in study.targets
+    dvae = study.run_config('rep2/tokenizer_dvae')[1]
+    pixel = study.run_config('rep2/tokenizer_lambda0')[1]
+    q = dvae.model.quantizer
+    assert (q.type, q.num_embeddings, q.embed_dims) == ('GumbelQuantizer', 128, 32)
+    assert q.anneal_iters == dvae.train_cfg.max_iters == study.p['iters']['tokenizer']
+    assert (q.tau_start, q.tau_end) == (1.0, 1 / 16) and 0 < q.kl_weight <= 0.01
+    assert dvae.model.perceptual_weight == pixel.model.perceptual_weight == 0
+    for key in ('encoder', 'decoder'):
+        assert dvae.model[key] == pixel.model[key]
+    assert dvae.train_dataloader.dataset == pixel.train_dataloader.dataset
+    assert pixel.model.quantizer.num_embeddings == q.num_embeddings
+    calls = {}
+    study.run = lambda run_dir, options=None, evaluate=None: calls.setdefault(
+        run_dir, dict(options or {}, ckpt=f'{run_dir}/last.pth'))
+    study_tool.stage_pretrain(study, 2, {k: dict(ckpt=f'tok_{k}.pth') for k in study.tokenizers})
+    assert calls['rep2/pretrain_dvae']['model.target_generator.checkpoint'] == 'tok_dvae.pth'
+
+
+def test_scratch_lr_is_chosen_on_the_tuning_world_and_used_by_every_scratch_row(
+        tmp_path, monkeypatch):
+    """Each lr of the grid trains once on a world no replicate draws (seed 1000) and is
+    scored on its tuning half; the best (the first of equals) is the lr of every replicate's
+    scratch rows, own recipe and compute-matched; the report's stage check gives the grid,
+    the scores and the choice."""
+    from tests.conftest import load_tool
+    from peco_mm.tooling import study_stages
+    from peco_mm.tooling.study_tuning import tuning_line
+    study_tool = load_tool('study')
+    study = study_tool.Study(str(tmp_path), 'full', replicates=2)
+    seed = study_tool.TUNING_SEED
+    cfg = study.run_config('tuning/cls_scratch_lr0.002')[1]
+    assert cfg.randomness.seed == seed and cfg.val_dataloader.dataset.data_prefix == 'val'
+    assert cfg.val_dataloader.dataset.data_root == str(tmp_path / 'tuning' / 'world' / 'cls')
+    assert cfg.train_cfg.max_iters == study.p['iters']['cls']
+    assert cfg.optim_wrapper.paramwise_cfg.layer_decay_rate == 1.0
+    seg = study.run_config('tuning/seg_scratch_lr0.0005')[1]
+    assert seg.val_dataloader.dataset.data_prefix.img_path.endswith('validation')
+    worlds = []
+    monkeypatch.setattr(study_stages, 'stage_world',
+                        lambda study, r, **sizes: worlds.append(r) or {})
+    score = {'cls_scratch_lr0.001': 30.0, 'cls_scratch_lr0.002': 45.0,
+             'cls_scratch_lr0.005': 20.0, 'seg_scratch_lr0.0005': 10.0,
+             'seg_scratch_lr0.001': 12.0, 'seg_scratch_lr0.002': 12.0}
+    calls = {}
+
+    def record(run_dir, options=None, evaluate=None):
+        calls[run_dir] = dict(options or {})
+        name = run_dir.split('/')[1]
+        return dict(ckpt=f'{run_dir}/last.pth',
+                    metrics={'accuracy/top1' if name.startswith('cls') else 'mIoU':
+                             score.get(name)})
+    study.run = record
+    tuning = study_tool.stage_tuning(study)
+    assert worlds == [seed]
+    assert calls['tuning/cls_scratch_lr0.005'] == {'optim_wrapper.optimizer.lr': 5e-3}
+    assert (tuning['cls']['chosen'], tuning['seg']['chosen']) == (2e-3, 1e-3)
+    assert study.scratch_lr == tuning
+    study_tool.stage_downstream(study, 1, {t: dict(ckpt=f'{t}.pth') for t in study.targets})
+    for task, lr in (('cls', 2e-3), ('seg', 1e-3)):
+        for init in ('scratch', 'scratch_matched'):
+            assert calls[f'rep1/{task}_{init}'] == {'optim_wrapper.optimizer.lr': lr}
+        assert calls[f'rep1/{task}_peco'] == {'model.backbone.init_cfg.checkpoint': 'peco.pth'}
+    line = tuning_line(tuning)
+    assert 'seed 1000' in line and 'few-label top-1 0.001: 30.0 %, 0.002: 45.0 %, 0.005: ' \
+        '20.0 % (chosen: 0.002); mIoU 0.0005: 10.0 %, 0.001: 12.0 %, 0.002: 12.0 % ' \
+        '(chosen: 0.001)' in line
+
+
+def test_self_supervised_network_trains_beside_the_supervised_one_for_its_1nn(tmp_path):
+    """--knn-networks pairs: each replicate also trains the geometry-pairs MoCo v3 (its world
+    gains the training pairs) for its 1-NN shape accuracy only (the quick profile by
+    default); no tokenizer reads it, and a study whose loss network is that kind trains it
+    once."""
+    from tests.conftest import load_tool
+    study_tool = load_tool('study')
+    args = study_tool.parse_args(['--knn-networks', 'pairs'])
+    assert args.knn_networks == ('pairs', )
+    for bad in ('supervised', 'vgg'):
+        with pytest.raises(SystemExit):
+            study_tool.parse_args(['--knn-networks', bad])
+    full = study_tool.Study(str(tmp_path), 'full')
+    assert full.knn_networks == ()
+    full.change(knn_networks=args.knn_networks)
+    assert full.knn_networks == ('pairs', )
+    assert full.runs(4)[:3] == [
+        ('rep4/perceptual', 'perceptual_vit_tiny_world.py', 'perceptual', 600),
+        ('rep4/judge', 'judge_resnet_world.py', 'judge', 400),
+        ('rep4/perceptual_pairs', 'mocov3_pairs_vit_tiny_world.py', 'mocov3', 900)]
+    assert study_tool.Study(str(tmp_path), 'demo').knn_networks == ()
+    assert study_tool.Study(str(tmp_path), 'quick').knn_networks == ('pairs', )
+    pairs = study_tool.Study(str(tmp_path), 'quick', perceptual='pairs')
+    assert pairs.knn_networks == () and 'rep0/perceptual_pairs' not in [
+        d for d, *_ in pairs.runs(0)]
+    quick = study_tool.Study(str(tmp_path), 'quick', replicates=1)
+    quick.change(n_pretrain=4)
+    assert study_tool.stage_world(quick, 0)['n_train_pairs'] == 4
+    cfg = quick.run_config('rep0/perceptual_pairs')[1].train_dataloader.dataset
+    assert cfg.data_root == str(tmp_path / 'rep0' / 'world' / 'pretrain_pairs')
+    calls = {}
+    quick.run = lambda run_dir, options=None, evaluate=None: calls.setdefault(
+        run_dir, dict(options or {}, ckpt=f'{run_dir}/last.pth'))
+    nets = {k: dict(metrics=dict(pecovit=f'{k}.pth')) for k in ('perceptual', 'random')}
+    study_tool.stage_tokenizers(quick, 0, dict(nets, judge=dict(ckpt='j.pth', config='j.py')))
+    assert {o['model.perceptual.checkpoint'] for o in calls.values()} == {
+        'perceptual.pth', 'random.pth'}
