@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 
 from .study_profiles import CONFIG_ROOT, COST, PERCEPTUAL, PROFILES  # noqa: F401 (re-exported)
-from .study_tuning import TUNING_SEED, tuning_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / 'configs' / 'study'
@@ -34,6 +33,19 @@ LOSS_NETS = dict(supervised=('perceptual_vit_tiny_world.py', 'perceptual'),
                  pairs=('mocov3_pairs_vit_tiny_world.py', 'mocov3'))
 TASK_CONFIGS = dict(cls=('finetune_vit_tiny_world.py', 'finetune_vit_tiny_world_scratch.py'),
                     seg=('upernet_vit_tiny_world.py', 'upernet_vit_tiny_world_scratch.py'))
+# the tuning world's seed (study_tuning.py trains the scratch lr grid on it); replicates are
+# 0, 1, ..., below it
+TUNING_SEED = 1000
+
+
+def tuning_runs(study) -> list[tuple[str, str, str, int]]:
+    """(run folder, config, stage, iterations) of each lr of the grid, both tasks; [] when
+    the study has no scratch row or the profile no grid."""
+    grid = study.p.get('scratch_lr')
+    if not grid or not {'scratch', 'scratch_matched'} & set(study.inits):
+        return []
+    return [(f'tuning/{task}_scratch_lr{lr:g}', TASK_CONFIGS[task][1], task,
+             study.p['iters'][task]) for task in ('cls', 'seg') for lr in grid[task]]
 
 
 def set_schedule(cfg, iters: int) -> None:

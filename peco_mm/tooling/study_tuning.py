@@ -10,19 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-TUNING_SEED = 1000  # the tuning world's seed; replicates are 0, 1, ..., below it
+from peco_mm.tooling.study_runs import TUNING_SEED, tuning_runs  # noqa: F401 (re-exported)
+
 METRIC = dict(cls='accuracy/top1', seg='mIoU')  # the tuning half's score of each task
-
-
-def tuning_runs(study) -> list[tuple[str, str, str, int]]:
-    """(run folder, config, stage, iterations) of each lr of the grid, both tasks; [] when
-    the study has no scratch row or the profile no grid."""
-    from peco_mm.tooling.study_runs import TASK_CONFIGS
-    grid = study.p.get('scratch_lr')
-    if not grid or not {'scratch', 'scratch_matched'} & set(study.inits):
-        return []
-    return [(f'tuning/{task}_scratch_lr{lr:g}', TASK_CONFIGS[task][1], task,
-             study.p['iters'][task]) for task in ('cls', 'seg') for lr in grid[task]]
 
 
 def tuning_score(res: dict) -> dict:
