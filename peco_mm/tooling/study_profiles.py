@@ -21,7 +21,10 @@ PROFILES = {
     'full': dict(_ROWS, replicates=8, n_pretrain=5000, val_per_class=30, n_pairs=200,
                  iters=dict(perceptual=600, mocov3=900, judge=400, tokenizer=200,
                             pretrain=250, cls=240, seg=200)),
+    # the demo: the rows of the primary endpoints and scratch (Table 6's control and the dVAE,
+    # about 3 of its minutes on 2 cores, run in the full profile)
     'demo': dict(_ROWS, replicates=3, n_pretrain=2000, val_per_class=20, n_pairs=100,
+                 inits=('peco', 'pixel', 'scratch', 'scratch_matched'),
                  iters=dict(perceptual=400, mocov3=150, judge=200, tokenizer=60,
                             pretrain=80, cls=160, seg=120)),
     'quick': dict(_WORLD, replicates=2, lambdas=(0.0, 1.0), perceptual='supervised',

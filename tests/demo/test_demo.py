@@ -39,7 +39,10 @@ def test_make_demo_runs_the_studys_demo_profile():
     assert study.perceptual == 'supervised' and len(study.replicates) >= 3
     runs = [r[0] for r in study.plan.runs]
     assert runs[6:8] == ['rep0/perceptual', 'rep0/judge'] and not any('mocov3' in r for r in runs)
-    per = 2 + 5 + 4 + 2 * 6  # nets, tokenizers, pretraining, 6 downstream rows x 2 tasks
+    # nets, tokenizers (lambda 0 and 1, the random network's), pretraining, 4 downstream rows
+    # x 2 tasks: Table 6's control and the dVAE run in the full profile only
+    assert 'clsloss' not in study.inits and 'dvae' not in study.inits
+    per = 2 + 3 + 2 + 2 * 4
     assert len(runs) == per * len(study.replicates) + 2 * 3  # + the scratch lr grid, once
     grid = (('cls', ('0.001', '0.002', '0.005')), ('seg', ('0.0005', '0.001', '0.002')))
     assert runs[:6] == [f'tuning/{t}_scratch_lr{lr}' for t, lrs in grid for lr in lrs]
