@@ -93,7 +93,10 @@ class GumbelQuantizer(nn.Module):
         loss = self.kl_weight * kl_to_uniform(logits).mean()
         if not (self.training and torch.is_grad_enabled()):
             return self.codes_to_vectors(codes).to(z.dtype), codes, loss
-        soft = F.gumbel_softmax(logits, tau=self.temperature, hard=self.hard, dim=1)
+        # the temperature as a tensor on the step counter's device: no host sync per step
+        frac = self.steps.clamp(0, self.anneal_iters).float() / self.anneal_iters
+        tau = self.tau_start * (self.tau_end / self.tau_start) ** frac
+        soft = F.gumbel_softmax(logits, tau=tau, hard=self.hard, dim=1)
         self.steps.add_(1)
         quantized = torch.einsum('bkhw,kd->bdhw', soft, self.embedding.float())
         return quantized.to(z.dtype), codes, loss

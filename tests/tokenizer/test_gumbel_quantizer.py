@@ -95,3 +95,20 @@ def test_a_peco_tokenizer_trains_encodes_and_freezes_with_the_gumbel_quantizer(t
     tok.eval()
     assert torch.equal(frozen.encode(img), tok.encode(img))
     assert torch.allclose(frozen.decode(codes), tok.decode(codes))
+
+
+def test_a_training_step_samples_at_the_annealed_temperature():
+    """forward's relaxed sample is torch's Gumbel-softmax at `temperature` (computed on the
+    step counter's device, without a host sync), step after step."""
+    import torch.nn.functional as F
+    q = GumbelQuantizer(num_embeddings=8, embed_dims=4, anneal_iters=3).train()
+    z = torch.randn(2, 4, 3, 3)
+    for _ in range(5):
+        tau = q.temperature
+        torch.manual_seed(7)
+        quantized, _, _ = q(z)
+        torch.manual_seed(7)
+        soft = F.gumbel_softmax(q.logits(z), tau=tau, dim=1)
+        expected = torch.einsum('bkhw,kd->bdhw', soft, q.embedding.float())
+        torch.testing.assert_close(quantized, expected)
+    assert q.temperature == pytest.approx(1 / 16)
