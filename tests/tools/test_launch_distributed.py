@@ -5,6 +5,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -43,6 +44,12 @@ def losses(log: str) -> list[float]:
     return [float(v) for v in re.findall(r'Iter\(train\).*? loss: ([\d.]+)', log)]
 
 
+# torch 2.11.0's FSDP on two CPU processes (gloo): rank 0 dies of SIGSEGV in the first steps
+# (measured with `make test-torch-low`); torch 2.14.1 trains and matches DDP. Strict: the mark
+# fails the suite once a torch 2.11 build stops crashing.
+@pytest.mark.xfail(tuple(int(v) for v in torch.__version__.split('+')[0].split('.')[:2])
+                   < (2, 12), reason="torch 2.11's FSDP on CPU (gloo) segfaults in rank 0",
+                   strict=True)
 def test_fsdp_on_two_cpu_processes_matches_ddp(peco_cfg, tmp_path):
     """FlexibleRunner + FSDPStrategy (FULL_SHARD) trains the same model as FlexibleRunner +
     DDPStrategy: same losses, same weights after 3 steps, and a plain PeCo checkpoint."""
@@ -78,7 +85,8 @@ def start_nodes(cfg, tmp_path, extra=()):
     port, procs = free_port(), []
     for rank in (0, 1):
         env = dict(os.environ, NNODES='2', NODE_RANK=str(rank), MASTER_ADDR='127.0.0.1',
-                   PORT=str(port), OMP_NUM_THREADS='1', PYTHONPATH=str(ROOT))
+                   PORT=str(port), OMP_NUM_THREADS='1', PYTHONPATH=str(ROOT),
+                   PYTHON=sys.executable)  # the suite's python, not the checkout's .venv
         log = open(tmp_path / f'node{rank}.log', 'w')
         procs.append(subprocess.Popen(
             ['bash', 'tools/dist_train.sh', str(cfg), '1', '--work-dir',
