@@ -13,8 +13,7 @@ import os
 import time
 from pathlib import Path
 
-import numpy as np
-
+from .tool_runs import plain_number
 from .study_profiles import CONFIG_ROOT, COST, PERCEPTUAL, PROFILES  # noqa: F401 (re-exported)
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,14 +69,6 @@ def set_schedule(cfg, iters: int) -> None:
     for hook in cfg.get('custom_hooks') or []:
         if 'interval' in hook:
             hook.interval = max(1, min(hook.interval, iters // 5))
-
-
-def plain_number(value):
-    """json's `default` for the numpy scalars metrics come as (numpy 2 keeps mmseg's float32
-    mIoU a float32, which json refuses; numpy 1 made it a float64, a float)."""
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f'{type(value).__name__} is not JSON serializable')
 
 
 def tok_key(lam: float) -> str:

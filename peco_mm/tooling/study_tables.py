@@ -6,7 +6,8 @@ comparison come from peco_mm/tooling/study_report.py.
 """
 from __future__ import annotations
 
-from peco_mm.tooling.study_runs import Study, plain_number, tok_key
+from peco_mm.tooling.study_runs import Study, tok_key
+from peco_mm.tooling.tool_runs import plain_number
 
 TOK_COLUMNS = [  # (column, metric key, digits, scale)
     ('PSNR (dB)', 'tokenizer/psnr', 2, 1), ('SSIM', 'tokenizer/ssim', 3, 1),

@@ -38,9 +38,26 @@ def call_tool(name: str, argv: list):
     return out, log.getvalue()
 
 
+def plain_number(value):
+    """json's `default` for the numpy scalars metrics come as (numpy 2 keeps mmseg's float32
+    mIoU a float32, which json refuses; numpy 1 made it a float64, a float)."""
+    import numpy as np
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f'{type(value).__name__} is not JSON serializable')
+
+
+def number_or_text(value):
+    """`plain_number`, and any other value JSON cannot hold (a torch version, a path) as text."""
+    try:
+        return plain_number(value)
+    except TypeError:
+        return str(value)
+
+
 def save_json(path: str | None, results, indent: int = 1) -> None:
-    """A tool's results as JSON to `path` (its --out), when one is given; values JSON cannot
-    hold (a torch version, a path) written as their text."""
+    """A tool's results as JSON to `path` (its --out), when one is given: numpy numbers as
+    numbers, other values JSON cannot hold as their text."""
     if path:
         with open(path, 'w') as f:
-            json.dump(results, f, indent=indent, default=str)
+            json.dump(results, f, indent=indent, default=number_or_text)

@@ -538,8 +538,10 @@ def test_save_json_writes_a_tools_results_only_when_asked(tmp_path, monkeypatch)
     save_json(None, {'a': 1})
     save_json('', {'a': 1})
     assert not list(tmp_path.iterdir())  # no --out: no file
-    save_json('r.json', {'torch': torch.__version__, 'path': tmp_path, 'n': [1.5]}, indent=2)
+    import numpy as np
+    save_json('r.json', {'torch': torch.__version__, 'path': tmp_path, 'n': [1.5],
+                         'miou': np.float32(34.5)}, indent=2)
     text = (tmp_path / 'r.json').read_text()
     assert json.loads(text) == {'torch': str(torch.__version__), 'path': str(tmp_path),
-                                'n': [1.5]}
+                                'n': [1.5], 'miou': 34.5}  # numpy numbers stay numbers
     assert text.startswith('{\n  "torch"')  # the indent asked for
