@@ -379,3 +379,10 @@ def test_fsdp_config_without_a_distributed_launch_says_how_to_start_it(cls_cfg, 
     opts = {'runner_type': 'FlexibleRunner', 'strategy': {'type': 'FSDPStrategy'}}
     with pytest.raises(ValueError, match='needs a distributed launch: tools/dist_train.sh'):
         run(str(cls_cfg), str(tmp_path), opts, 'train')
+
+
+def test_the_light_cli_offers_every_backend_the_launcher_builds():
+    """tools/train.py's --vis-backend choices come from a module that imports no torch, so
+    they are written out there: they must be the launcher's backends, no more, no fewer."""
+    from peco_mm.supervisor import cli, launch
+    assert set(cli.VIS_BACKEND_NAMES) == set(launch.VIS_BACKENDS)
