@@ -3,6 +3,8 @@
 
   tokenizer  encode() throughput: PeCo default, PeCo lite, PeCo without channels-last, and
              mmpretrain's DALL-E encoder (BEiT's tokenizer) at the same 14x14 code grid
+  tokenizer-train  the tokenizer's training step (losses, backward, Adam) at the shipped
+             configs' size and per-GPU batch, plain and adversarial, fp32 and bf16
   pretrain   one MIM pretraining step (forward, backward, AdamW) at the same batch and ViT-B:
              PeCo (tokenizer included), mmpretrain's BEiT and MAE, PeCo_MAE
   dense      one training step of configs (default: UperNet and Mask R-CNN ViT-B at batch 1)
@@ -47,6 +49,7 @@ EPILOG = """examples:
   tools/benchmark.py all --batch 32 --steps 5 --out bench.json    # everything, CPU or CUDA
   tools/benchmark.py all --smoke                                   # tiny sizes, seconds
   tools/benchmark.py tokenizer --batch 8 --steps 3 --threads 2
+  tools/benchmark.py tokenizer-train --device cuda    # the shipped sizes, fp32 and bf16
   tools/benchmark.py pretrain --batch 8 --steps 2 --warmup 1 --threads 2 --device cpu \
       --malloc stock reuse --repeats 3    # allocator off / on, 3 fresh processes each
   tools/benchmark.py pretrain --batch 64 --amp bf16 --device cuda
@@ -85,6 +88,10 @@ def parse_args(argv=None):
         return s
 
     t = add('tokenizer', 'tokenizer encode() throughput', 32, 10, 2)
+    tt = add('tokenizer-train', "the tokenizer's training step; batch: the config's", None, 5, 2)
+    tt.add_argument('--variants', nargs='+', default=['default', 'adversarial'],
+                    choices=('default', 'adversarial'), help='configs/peco/tokenizer_vqvae_'
+                    'in1k.py, its adversarial variant (both); --precision default: both')
     pre = add('pretrain', 'one MIM pretraining step: PeCo, BEiT, MAE, PeCo_MAE', 64, 10, 3)
     d = add('dense', 'one training step of configs (UperNet, Mask R-CNN, TimeSformer)', 1, 2, 1)
     a = add('all', 'tokenizer + pretrain + dense (dense at batch 1)', 32, 5, 2)
@@ -93,7 +100,7 @@ def parse_args(argv=None):
     add_data_options(da)
     for s in (t, a):
         s.add_argument('--no-dalle', action='store_true', help="skip mmpretrain's DALL-E encoder")
-    for s in (t, pre, a):
+    for s in (t, tt, pre, a):
         s.add_argument('--precision', nargs='+', choices=('fp32', 'bf16'),
                        help='run each of these precisions: the encoders (tokenizer) and the '
                        'step (pretrain) in fp32 or in bf16 autocast, each against the GEMM rate '
@@ -229,24 +236,10 @@ def environment(device: str) -> dict:
 
 
 # ---- sub-commands ----------------------------------------------------------------------------
-def parse_options(pairs: list[str]) -> dict:
-    """KEY=VALUE pairs as --cfg-options reads them (Python literals, else strings)."""
-    import ast
-    options = {}
-    for kv in pairs:
-        if '=' not in kv:
-            raise SystemExit(f'benchmark.py: --cfg-options {kv!r}: expected KEY=VALUE')
-        key, value = kv.split('=', 1)
-        try:
-            options[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            options[key] = value
-    return options
-
-
 def run_memory(args) -> tuple[dict, list[str]]:
     from peco_mm.tooling.bench_report import md_memory
     from peco_mm.tooling import benchmark as bm
+    from peco_mm.tooling.config_step import parse_options
     if not Path(args.config).is_file():
         raise SystemExit(f'benchmark.py memory: config {args.config!r} not found')
     cfg = bm.load_config(args.config, parse_options(args.cfg_options))
@@ -268,8 +261,9 @@ def run_timing(args) -> tuple[dict, list[str]]:
     from peco_mm.tooling import benchmark as bm
     res, lines = {}, []
     cmd, smoke = args.command, args.smoke
-    precisions = getattr(args, 'precision', None) or []
-    if cmd in ('tokenizer', 'pretrain', 'all'):  # the sections with GFLOP/s columns
+    precisions = getattr(args, 'precision', None) or (
+        ['fp32', 'bf16'] if cmd == 'tokenizer-train' else [])
+    if cmd in ('tokenizer', 'tokenizer-train', 'pretrain', 'all'):  # the sections with GFLOP/s columns
         res['gemm_gflops'] = round(bm.gemm_gflops(args.device), 1)
         lines += [f"GEMM peak of this machine: {res['gemm_gflops']} GFLOP/s (fp32 2048x2048 "
                   'matmul, median of 5); GFLOP/s columns count multiply-add as 2.', '']
@@ -292,6 +286,12 @@ def run_timing(args) -> tuple[dict, list[str]]:
                                        smoke, None if prec is None else prec == 'bf16')
             res['tokenizer'] += [with_precision(r, 'model', prec, gemm) for r in rows]
         lines += md_tokenizer(res['tokenizer'], res['gemm_gflops']) + ['']
+    if cmd == 'tokenizer-train':
+        from peco_mm.tooling import tokenizer_train_bench as tb
+        res['tokenizer_train'] = tb.bench_tokenizer_train(
+            args.variants, precisions, 2 if smoke else args.batch, steps, warmup, args.device,
+            smoke, gemm)
+        lines += tb.md_tokenizer_train(res['tokenizer_train']) + ['']
     if cmd in ('pretrain', 'all'):
         batch = min(args.batch, 4) if smoke else args.batch
         amp = args.amp or ('bf16' if args.device.startswith('cuda') else 'none')
@@ -324,6 +324,7 @@ def run_data(args, configs: list[str], res: dict) -> list[str]:
     from peco_mm.tooling.bench_report import md_data, md_data_steps
     from peco_mm.tooling import benchmark as bm
     from peco_mm.tooling import data_bench as db
+    from peco_mm.tooling.config_step import parse_options
     samples, batch = (20, 8) if args.smoke else (args.steps, args.batch)
     options = parse_options(args.cfg_options)
     res['data'] = bm.bench_pipelines(configs, samples, args.warmup, options)

@@ -46,9 +46,10 @@ class PatchDiscriminator(nn.Module):
 
 def discriminator_loss(logits_real: torch.Tensor, logits_fake: torch.Tensor) -> torch.Tensor:
     """-[log D(x) + log(1 - D(x̂))], averaged over patches (Eq. 7, the max over D)."""
-    return 0.5 * (F.softplus(-logits_real).mean() + F.softplus(logits_fake).mean())
+    real, fake = logits_real.float(), logits_fake.float()  # reduced in fp32 under autocast
+    return 0.5 * (F.softplus(-real).mean() + F.softplus(fake).mean())
 
 
 def generator_loss(logits_fake: torch.Tensor) -> torch.Tensor:
     """Non-saturating generator loss -log D(x̂)."""
-    return F.softplus(-logits_fake).mean()
+    return F.softplus(-logits_fake.float()).mean()

@@ -20,6 +20,7 @@ pipelines (e.g. the second view of a MIM data preprocessor).
 """
 from __future__ import annotations
 
+import contextlib
 import os.path as osp
 
 import torch
@@ -32,8 +33,8 @@ from ..registry import MODELS
 from ..utils.image import to_uint8
 from .codeword_loss import CODEWORD_LOSSES, build_codeword_loss
 from .discriminator import discriminator_loss, generator_loss
-from .encoding import (TokenizerEncoding, arch_parts, build_codec, check_encode_bf16,
-                       check_setting)
+from .encoding import (TokenizerEncoding, arch_parts, bf16_targets, build_codec,
+                       check_encode_bf16, check_setting)
 from .legacy import translate_flat_args
 
 PIXEL_LOSSES = ('l1', 'l2')
@@ -95,6 +96,11 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
             autocast on any device, 'auto' bf16 where the device computes it natively (a
             CUDA card with bf16, a CPU with AVX512-BF16 or AMX). docs/benchmarks.md gives the
             code agreement with fp32 and what bf16 targets change downstream.
+        train_bf16: the training step's precision (`loss`): False fp32 (the default), True
+            bf16 autocast for the encoder, decoder, perceptual network and discriminator on
+            any device, 'auto' where the device computes bf16 natively (as `encode_bf16`).
+            The codebook's distances, its EMA update and every loss's reduction stay fp32;
+            False leaves the fp32 step exactly as it was.
         **flat_args: the flat arguments of configs written before parts (`encoder_type`,
             `base_channels`, ..., `num_embeddings`, `perceptual_cfg`), translated by
             `peco_mm.tokenizer.legacy`; not to be mixed with part configs.
@@ -126,6 +132,7 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
                  channels_last: bool | str = True,
                  compile_encoder: bool | str = False,
                  encode_bf16: bool | str = False,
+                 train_bf16: bool | str = False,
                  data_preprocessor: dict | None = None,
                  init_cfg: dict | None = None,
                  **flat_args) -> None:
@@ -147,6 +154,7 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
         self.channels_last = check_setting('channels_last', channels_last)
         self.compile_encoder = check_setting('compile_encoder', compile_encoder)
         self.encode_bf16 = check_encode_bf16(encode_bf16)
+        self.train_bf16 = check_setting('train_bf16', train_bf16)
         self._iter = 0  # fallback iteration counter when no runner is around
         self._grad_norms: dict[str, torch.Tensor] = {}  # filled by hooks during backward
         self.encoder, self.decoder, self.quantizer = build_codec(self.arch_parts, with_decoder)
@@ -200,6 +208,29 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
         if self.frozen or self.decoder is None:
             raise RuntimeError('a frozen / decoder-less PeCoTokenizer cannot be trained')
         it = self.current_iter()
+        with self.training_precision(img.device):  # the networks; losses reduced in fp32
+            losses, codes = self.loss_terms(img, data_samples, it)
+        with torch.no_grad():
+            stats = codebook_stats(torch.bincount(codes.flatten(), minlength=self.num_embeddings))
+        losses['perplexity'] = torch.tensor(stats['perplexity'], device=img.device)
+        # a non-finite loss is stopped (or skipped) by the runner's NonFiniteLossHook, as in
+        # every stage: with the iteration and the term, and nonfinite_loss.max_skips honoured
+        share = self.pop_gradient_share()
+        if share is not None:
+            losses['percep_grad_share'] = share
+        self._iter += 1
+        return losses
+
+    def training_precision(self, device: torch.device):
+        """bf16 autocast on `device` where `train_bf16` says (`bf16_targets`), else nothing:
+        the fp32 step runs outside any autocast region, as before the setting existed."""
+        if not bf16_targets(self.train_bf16, device):
+            return contextlib.nullcontext()
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+
+    def loss_terms(self, img: torch.Tensor, data_samples: list | None, it: int
+                   ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
+        """The loss terms (fp32 scalars) and the (B, h, w) codes of one training batch."""
         recon, codes, loss_vq, zq = self.reconstruct(img, return_quantized=True)
         recon = recon.float()
         recon_pix, recon_percep = self.watch_gradients(recon)
@@ -214,17 +245,8 @@ class PeCoTokenizer(TokenizerEncoding, BaseModel):
             losses.update(self.adversarial_losses(img, recon, it))
         if self.codeword_loss is not None:
             losses['loss_codeword'] = self.codeword_loss_weight * self.codeword_loss(
-                zq, img, data_samples, encoder=self.encoder, quantizer=self.quantizer)
-        with torch.no_grad():
-            stats = codebook_stats(torch.bincount(codes.flatten(), minlength=self.num_embeddings))
-        losses['perplexity'] = torch.tensor(stats['perplexity'], device=img.device)
-        # a non-finite loss is stopped (or skipped) by the runner's NonFiniteLossHook, as in
-        # every stage: with the iteration and the term, and nonfinite_loss.max_skips honoured
-        share = self.pop_gradient_share()
-        if share is not None:
-            losses['percep_grad_share'] = share
-        self._iter += 1
-        return losses
+                zq, img, data_samples, encoder=self.encoder, quantizer=self.quantizer).float()
+        return losses, codes
 
     # ---- the balance of the loss terms (logged) ---------------------------------------------
     def watch_gradients(self, recon: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -35,7 +35,8 @@ def md_pretrain(rows: list, peak: float) -> list[str]:
 
 
 # the row name and the figure each timing section is compared on
-REPEAT_KEYS = dict(tokenizer=('model', 'img_per_s'), pretrain=('model', 'ms_per_step'),
+REPEAT_KEYS = dict(tokenizer=('model', 'img_per_s'), tokenizer_train=('model', 'img_per_s'),
+                   pretrain=('model', 'ms_per_step'),
                    dense=('config', 's_per_step'), data=('config', 'ms_per_sample'),
                    data_steps=('what', 'ms_per_sample'))
 

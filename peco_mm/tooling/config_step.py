@@ -27,6 +27,21 @@ from .timing import autocast, time_steps
 SYNTH_HW = (480, 640)  # a 4:3 photo, as most COCO / ImageNet images
 
 
+def parse_options(pairs: list[str]) -> dict:
+    """KEY=VALUE pairs as --cfg-options reads them (Python literals, else strings)."""
+    import ast
+    options = {}
+    for kv in pairs:
+        if '=' not in kv:
+            raise SystemExit(f'benchmark.py: --cfg-options {kv!r}: expected KEY=VALUE')
+        key, value = kv.split('=', 1)
+        try:
+            options[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            options[key] = value
+    return options
+
+
 def load_config(path: str, options: dict | None = None):
     """The config with `options` merged (as --cfg-options) and the host scope initialised."""
     from mmengine.registry import init_default_scope

@@ -442,3 +442,94 @@ def test_target_compiles_on_cuda_by_default_and_falls_back_to_eager(tmp_path, mo
     assert torch.equal(ok.encode(x), eager) and len(compiled) == 2 and len(logged) == 1
     assert '_compiled_encoder' in ok.__dict__
     assert '_compiled_encoder' not in copy.deepcopy(ok).__dict__
+
+
+ADV = dict(adversarial_weight=0.4, adversarial_start_iter=0,
+           discriminator=dict(type='PatchDiscriminator', base_channels=8, num_layers=1))
+PERCEP = dict(perceptual_weight=1.0,
+              perceptual=dict(vit_cfg=TINY_VIT, layers=(1, ), allow_random=True))
+
+
+def test_fp32_training_step_is_the_plain_computation():
+    """train_bf16=False (the default): the step's losses are exactly what the parts give when
+    called one after another outside any autocast region (no cast, no autocast added)."""
+    t = tiny(**ADV, **PERCEP).train()
+    assert t.train_bf16 is False
+    x = blocky_images(4)
+    state = {k: v.clone() for k, v in t.quantizer.state_dict().items()}
+    torch.manual_seed(5)  # the codebook's initial draw
+    losses = t(x, mode='loss')
+    t.quantizer.load_state_dict(state)  # the same codebook for the reference computation
+    torch.manual_seed(5)
+    zq, codes, loss_vq = t.quantizer(t.encoder(x))
+    recon = t.decoder(zq)
+    d = t.discriminator
+    assert torch.equal(losses['loss_vq'], loss_vq)
+    assert torch.equal(losses['loss_pixel'], F.l1_loss(recon, x))
+    assert torch.equal(losses['loss_percep'], t.perceptual(x, recon))
+    expected_disc = 0.5 * (F.softplus(-d(x)).mean() + F.softplus(d(recon)).mean())
+    assert torch.equal(losses['loss_disc'], expected_disc)
+    assert torch.equal(losses['loss_adv'], 0.4 * F.softplus(-d(recon)).mean())
+
+
+def test_bf16_training_step_keeps_codebook_and_losses_fp32_and_learns(monkeypatch):
+    """train_bf16=True: encoder, decoder, perceptual network and discriminator run in bf16
+    autocast; the codebook's buffers, the distances' inputs and every loss stay fp32, the
+    gradients reach fp32 weights, and the pixel loss falls as in fp32. 'auto' follows the
+    detection of native bf16; a typo is refused."""
+    t = tiny(train_bf16=True, **ADV, **PERCEP).train()
+    seen = {}
+
+    def record(name):  # the first call's output dtype of a part (the quantizer's input's)
+        def hook(m, args, out=None):
+            seen.setdefault(name, (args[0] if out is None else out).dtype)
+        return hook
+    for name in ('encoder', 'decoder', 'discriminator'):
+        getattr(t, name).register_forward_hook(record(name))
+    t.quantizer.register_forward_pre_hook(record('quantizer_in'))
+    opt = torch.optim.Adam(t.parameters(), lr=3e-3, betas=(0.5, 0.95))
+    imgs, g, pix = blocky_images(), torch.Generator().manual_seed(1), []
+    for _ in range(30):
+        losses = t(imgs[torch.randint(16, (8,), generator=g)], mode='loss')
+        assert all(v.dtype == torch.float32 for v in losses.values()), losses
+        opt.zero_grad()
+        sum(v for k, v in losses.items() if k.startswith('loss')).backward()
+        opt.step()
+        pix.append(float(losses['loss_pixel'].detach()))
+    assert seen == dict(encoder=torch.bfloat16, decoder=torch.bfloat16,
+                        discriminator=torch.bfloat16, quantizer_in=torch.bfloat16)
+    buffers = dict(t.quantizer.named_buffers())
+    assert all(buffers[k].dtype == torch.float32 for k in
+               ('embedding', 'cluster_size', 'embed_sum', 'window_counts'))
+    assert all(p.dtype == torch.float32 and p.grad.dtype == torch.float32
+               for p in t.parameters() if p.grad is not None)
+    assert torch.isfinite(t.quantizer.embedding).all()
+    # as in fp32 with the same losses and batches (there the last 5 are 0.79 of the first 5)
+    assert sum(pix[-5:]) / 5 < 0.85 * sum(pix[:5]) / 5, pix
+    # 'auto': bf16 only where the CPU computes it natively (detected, monkeypatched here)
+    for native, expected in ((True, torch.bfloat16), (False, torch.float32)):
+        monkeypatch.setattr('peco_mm.utils.precision.cpu_has_native_bf16', lambda: native)
+        auto = tiny(train_bf16='auto').train()
+        dtypes = []
+        auto.decoder.register_forward_hook(lambda m, i, out: dtypes.append(out.dtype))
+        auto(blocky_images(2), mode='loss')
+        assert dtypes == [expected]
+    with pytest.raises(ValueError, match="train_bf16='on'; expected one of"):
+        tiny(train_bf16='on')
+
+
+def test_quantizer_distances_and_ema_are_fp32_inside_autocast():
+    """Under bf16 autocast the quantizer searches, updates its EMA and reduces its loss in
+    fp32: the commitment loss is fp32, the buffers stay fp32, and the codes are those of the
+    fp32 search on the same (bf16-rounded) encoder output."""
+    from peco_mm.layers.quantizer import EMAVectorQuantizer, nearest_codes
+    torch.manual_seed(0)
+    q = EMAVectorQuantizer(num_embeddings=16, embed_dims=8, init='random').train()
+    z = torch.randn(2, 8, 4, 4).bfloat16()
+    expected = nearest_codes(z.float().permute(0, 2, 3, 1).reshape(-1, 8), q.embedding)
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        quantized, codes, loss = q(z)
+    assert torch.equal(codes.flatten(), expected)
+    assert loss.dtype == torch.float32 and quantized.dtype == torch.bfloat16
+    assert all(b.dtype == torch.float32 for n, b in q.named_buffers()
+               if n in ('embedding', 'cluster_size', 'embed_sum', 'window_counts'))
