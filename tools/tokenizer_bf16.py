@@ -7,12 +7,12 @@ differences against margins fixed in advance.
     python tools/tokenizer_bf16.py [--replicates 5] [--iters 60] [--batch 16] [--threads 2]
         [--work-dir work_dirs/tokenizer_bf16] [--out docs/results/tokenizer_bf16/cpu.json]
 
-A replicate whose result.json exists (same --iters and --batch) is kept, so an interrupted run resumes.
+A replicate whose result.json exists (same --iters and --batch) is kept, so an interrupted
+run resumes.
 Where the CPU has no native bf16 (AVX512-BF16 / AMX) bf16 is emulated: the numbers are
 still those of bf16 arithmetic, at many times the time.
 """
 import argparse
-import json
 import os.path as osp
 import sys
 sys.path.append(osp.dirname(osp.realpath(__file__)))  # tools/, however the tool is started
@@ -42,10 +42,10 @@ def main(argv=None) -> dict:
     import torch
     if args.threads:
         torch.set_num_threads(args.threads)
-    from peco_mm.tooling.precision_study import run_comparison
+    from peco_mm.tooling.precision_study import md_comparison, run_comparison
     summary = run_comparison(args.work_dir, args.replicates, args.iters, args.batch,
                              args.out)
-    print(json.dumps(summary['comparison'], indent=1))
+    print('\n'.join(md_comparison(summary)))
     return summary
 
 

@@ -151,3 +151,24 @@ def run_comparison(work_dir: str, replicates: int, iters: int, batch: int, out: 
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         Path(out).write_text(json.dumps(summary, indent=1, default=plain_number) + '\n')
     return summary
+
+
+LABELS = {'psnr': ('PSNR (dB)', 2), 'codeword_probe_acc': ('codeword probe (%)', 1),
+          'agreement/matched': ('code agreement, matched pairs (%)', 1),
+          'usage': ('codebook usage (%)', 1)}
+
+
+def md_comparison(summary: dict) -> list[str]:
+    """The Markdown table: per metric the fp32 and bf16 means, the paired difference with its
+    95 % interval, the margin and the verdict."""
+    out = ['| metric | fp32 (mean) | bf16 (mean) | bf16 - fp32, per replicate | mean [95 % CI] '
+           '| margin | verdict |', '|---|---:|---:|---|---|---:|---|']
+    for key, row in summary['comparison'].items():
+        label, d = LABELS[key]
+        diffs = ', '.join(f'{b - f:+.{d}f}' for f, b in zip(row['fp32'], row['bf16']))
+        lo, hi = row['ci95']
+        out.append(f"| {label} | {sum(row['fp32']) / len(row['fp32']):.{d}f} | "
+                   f"{sum(row['bf16']) / len(row['bf16']):.{d}f} | {diffs} | "
+                   f"{row['mean_diff']:+.{d + 1}f} [{lo:+.{d + 1}f}, {hi:+.{d + 1}f}] | "
+                   f"± {row['margin']:g} | {row['verdict']} |")
+    return out
