@@ -287,11 +287,7 @@ def run_timing(args) -> tuple[dict, list[str]]:
             res['tokenizer'] += [with_precision(r, 'model', prec, gemm) for r in rows]
         lines += md_tokenizer(res['tokenizer'], res['gemm_gflops']) + ['']
     if cmd == 'tokenizer-train':
-        from peco_mm.tooling import tokenizer_train_bench as tb
-        res['tokenizer_train'] = tb.bench_tokenizer_train(
-            args.variants, precisions, 2 if smoke else args.batch, steps, warmup, args.device,
-            smoke, gemm)
-        lines += tb.md_tokenizer_train(res['tokenizer_train']) + ['']
+        lines += run_tokenizer_train(args, res, precisions, gemm, steps, warmup)
     if cmd in ('pretrain', 'all'):
         batch = min(args.batch, 4) if smoke else args.batch
         amp = args.amp or ('bf16' if args.device.startswith('cuda') else 'none')
@@ -317,6 +313,16 @@ def run_timing(args) -> tuple[dict, list[str]]:
         res['dense'] = bm.bench_config_steps(configs, batch, steps, warmup, args.device)
         lines += md_dense(res['dense']) + ['']
     return res, lines
+
+
+def run_tokenizer_train(args, res: dict, precisions: list[str], gemm: dict, steps: int,
+                        warmup: int) -> list[str]:
+    """The tokenizer's training step per variant and precision; smoke: batch 2."""
+    from peco_mm.tooling import tokenizer_train_bench as tb
+    res['tokenizer_train'] = tb.bench_tokenizer_train(
+        args.variants, precisions, 2 if args.smoke else args.batch, steps, warmup, args.device,
+        args.smoke, gemm)
+    return tb.md_tokenizer_train(res['tokenizer_train']) + ['']
 
 
 def run_data(args, configs: list[str], res: dict) -> list[str]:

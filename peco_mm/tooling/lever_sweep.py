@@ -64,7 +64,6 @@ def main(argv=None) -> list[dict]:
     args = parse_args(argv)
     import torch
 
-    import peco_mm  # noqa: F401  (registers peco_mm types)
     from .bench_report import md_pretrain
     device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
     rows = sweep(device, args.batch, args.steps, args.warmup, args.smoke, args.out)
