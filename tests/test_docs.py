@@ -592,6 +592,31 @@ def test_model_zoo_and_benchmarks_no_longer_say_no_gpu_was_used():
     assert 'H200' in (ROOT / 'docs/model_zoo.md').read_text()
 
 
+def test_local_folders_the_docs_recommend_are_ignored_by_git():
+    """Every dataset (`data/...`), weights file (`checkpoints/...`) and run (`work_dirs/...`)
+    path the docs name, and the report `make gpu-check` writes, is ignored by git; the
+    repository's own test data folders (tests/*/data/) and its sources are not."""
+    import shutil
+    if shutil.which('git') is None or not (ROOT / '.git').exists():
+        pytest.skip('not a git checkout')
+    named = set()
+    for src in DOCS:
+        for _, raw in extract(src)[2]:
+            tok = _strip(_strip(raw).split('](')[-1].split('=')[-1])
+            if re.fullmatch(r'(data|checkpoints|work_dirs)/[\w./{},<>*-]*', tok):
+                named.add(tok)
+    assert {'data/imagenet', 'checkpoints/mocov3_vit_base_300ep.pth'} <= named
+    kept = ['tests/ops/data/mmcv_ops_2.1.0.pt', 'tests/tokenizer/data/new.pth', 'configs/x.py',
+            'peco_mm/datasets/x.py']
+
+    def ignored(paths):
+        proc = subprocess.run(['git', 'check-ignore', '--no-index', '--stdin'], cwd=ROOT,
+                              input='\n'.join(paths) + '\n', capture_output=True, text=True)
+        return set(proc.stdout.split())
+    assert ignored(sorted(named) + ['gpu_check.md']) == named | {'gpu_check.md'}
+    assert not ignored(kept)
+
+
 # ---- documented commands, run as written -------------------------------------------------------
 def documented(src: str, start: str) -> str:
     """The one documented command of `src` that starts with `start` (continuations joined,
