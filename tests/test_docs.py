@@ -503,7 +503,7 @@ def section_commands(doc: str, heading: str) -> list[str]:
 
 
 def test_readme_export_commands_run_as_written(tmp_path):
-    """README's "Use PeCo weights elsewhere": the export commands and the one-liners that load
+    """README's "Load a checkpoint in your own script": the export commands and the one-liners that load
     their output in timm and transformers, run as written (`python` being this interpreter)
     in a folder holding a tiny fine-tuned classifier at the path they name."""
     import shlex
@@ -512,7 +512,7 @@ def test_readme_export_commands_run_as_written(tmp_path):
     import torch
     pytest.importorskip('transformers')
     from peco_mm.models.vit import PeCoViT
-    commands = section_commands('README.md', 'Use PeCo weights elsewhere')
+    commands = section_commands('README.md', '3. Load a checkpoint in your own script')
     assert len(commands) == 4 and sum('tools/export_checkpoint.py' in c for c in commands) == 2
     vit = PeCoViT(arch='test', img_size=32, patch_size=8, qkv_bias='qv', use_abs_pos_emb=False,
                   rel_pos_bias='per_block', layer_scale_init_value=0.1, out_type='avg_featmap',
@@ -534,9 +534,9 @@ def _section(doc: str, heading: str) -> str:
 
 
 def test_readme_says_what_has_and_has_not_been_run():
-    """README's list states the GPU-hours of stages 1-2 as docs/reproduce.md's estimate table
+    """README's results list states the GPU-hours of stages 1-2 as docs/reproduce.md's estimate table
     gives them, and that no checkpoint, real dataset or multi-GPU run exists."""
-    listed = ' '.join(_section('README.md', 'What has and has not been run').split())
+    listed = ' '.join(_section('README.md', 'Results').split())
     assert 'No PeCo checkpoint exists yet' in listed
     assert 'Nothing has run on the real datasets' in listed
     assert 'Nothing has run on several GPUs' in listed
