@@ -648,6 +648,16 @@ def test_model_zoo_and_benchmarks_no_longer_say_no_gpu_was_used():
     assert 'H200' in (ROOT / 'docs/model_zoo.md').read_text()
 
 
+def test_ci_runs_the_readmes_test_command():
+    """README's two commands are `make demo` and `make test`, and CI (.ci/run, a fresh clone)
+    runs that test command as written."""
+    commands = [_drop_comment(c) for c in section_commands('README.md', 'The two commands')]
+    assert commands == ['make demo', 'make test'], commands
+    ci = [ln.strip() for ln in (ROOT / '.ci' / 'run').read_text().splitlines()
+          if ln.strip() and not ln.lstrip().startswith('#')]
+    assert ci[-1] == commands[1], ci
+
+
 def test_local_folders_the_docs_recommend_are_ignored_by_git():
     """Every dataset (`data/...`), weights file (`checkpoints/...`) and run (`work_dirs/...`)
     path the docs name, and the report `make gpu-check` writes, is ignored by git; the
