@@ -20,6 +20,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from ..datasets.wrapped import dataset_pipeline
 from ..utils.quiet import quiet_logs
 from .memory import PeakMemory, StepMemory, model_state_tensors
 from .timing import autocast, time_steps
@@ -179,10 +180,7 @@ def train_transform(cfg) -> tuple[Callable, Callable]:
     """The config's train pipeline without its loading steps, and `make(rng)` -> what those
     steps would return for one random photo or clip (`synthetic_results`)."""
     from mmengine.dataset import Compose
-    pipeline = cfg.train_dataloader.dataset.get('pipeline')
-    if pipeline is None:
-        raise ValueError('train_dataloader.dataset.pipeline: the config has none; the synthetic '
-                         'batch runs the train pipeline')
+    pipeline = dataset_pipeline(cfg)  # through dataset wrappers (BadSampleGuard, ...)
     steps = [t for t in pipeline if not is_loading_step(t)]
     with_ann = any(t['type'] == 'LoadAnnotations' for t in pipeline)
     # a video's sampler (SampleFrames, UniformSample) says how many frames a clip has
