@@ -30,6 +30,7 @@ Each finished run leaves <run>/result.json; a rerun skips it (delete the file to
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -128,6 +129,15 @@ def parse_args(argv=None):
     p.add_argument('--only-replicates', default=None, metavar='R[,R]',
                    help='train only these replicates and write no report (what --jobs '
                    'starts; a plain call on the same --work-dir then writes the report)')
+    p.add_argument('--results', default=None, metavar='DIR',
+                   help='keep small results here (e.g. docs/results/NAME, to commit): each '
+                   'replicate\'s metrics as it finishes, and a replicate already there is read, '
+                   'not run again; then the report, endpoints.json and run.json')
+    p.add_argument('--plan', default=None, metavar='FILE',
+                   help='the plan fixed before the runs (docs/plans/*.md): its endpoints, '
+                   "planned columns and rows and equivalence margins give every line's role; "
+                   "the report names its sha256 (the profile's plan when it has one; 'none' "
+                   'for none)')
     args = p.parse_args(argv)
     if args.replicates is not None and args.replicates < 1:
         p.error(f'--replicates must be >= 1, got {args.replicates}')
@@ -217,6 +227,21 @@ def strip_jobs(argv: list[str]) -> list[str]:
     return out
 
 
+def study_plan(path: str | None, profile: dict):
+    """The plan the report is held to: `path`, else the profile's (none for 'none')."""
+    from peco_mm.tooling.study_plan import REPO, read_plan
+    path = path or profile.get('plan')
+    if not path or path == 'none':
+        return None
+    full = Path(path) if Path(path).is_absolute() or Path(path).exists() else REPO / path
+    if not full.is_file():
+        raise SystemExit(f'--plan {path}: no such plan file (expected a docs/plans/*.md)')
+    try:
+        return read_plan(full)
+    except ValueError as err:
+        raise SystemExit(f'--plan: {err}') from None
+
+
 def main(argv=None) -> Path:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
@@ -226,24 +251,23 @@ def main(argv=None) -> Path:
     import peco_mm  # noqa: F401
     from peco_mm.supervisor.console import fmt_time
     from peco_mm.tooling.study_runs import Study
-    from peco_mm.tooling.study_stages import run_replicate
     from peco_mm.tooling.study_tables import write_report
-    from peco_mm.tooling.study_tuning import stage_tuning
     study = Study(args.work_dir, args.profile, args.replicates, args.perceptual,
                   args.bf16_targets)
     study.change(n_pretrain=args.n_pretrain, val_per_class=args.val_per_class,
                  iters=args.iters, rotate=args.rotation, knn_networks=args.knn_networks)
     if args.only_replicates is not None:
         study.only(args.only_replicates)
+    study.prereg = study_plan(args.plan, study.p)
     study.wd.mkdir(parents=True, exist_ok=True)
     load0 = os.getloadavg()
-    stage_tuning(study)  # the scratch rows' lr, once, before the replicates (jobs keep it)
+    tuning(study, args.results)  # the scratch rows' lr, once, before the replicates
     if args.jobs > 1 and args.only_replicates is None:
         run_jobs(strip_jobs(argv), study.replicates, args.jobs)
         study.plan = study.make_plan()  # the runs are kept now: the report's call
     print(f'{args.title}: profile {args.profile}, replicates {study.replicates}, '
           f'{len(study.plan.runs)} runs, work dir {study.wd}', flush=True)
-    res = {r: run_replicate(study, r) for r in study.replicates}
+    res = {r: replicate(study, r, args.results) for r in study.replicates}
     if args.only_replicates is not None:
         print(f'[{fmt_time(time.time() - study.t0)}] replicates {study.replicates} done',
               flush=True)
@@ -252,7 +276,39 @@ def main(argv=None) -> Path:
     # checked as written (study_report.write_checked): exits non-zero on a contradiction
     report = write_report(study, res, args.title, time.time() - study.t0, load)
     print(f'[{fmt_time(time.time() - study.t0)}] report: {report} (checked)', flush=True)
+    if args.results:
+        from peco_mm.tooling.study_results import publish
+        print(f'results: {publish(study, args.results, argv, load)}', flush=True)
     return report
+
+
+def tuning(study, results: str | None) -> None:
+    """The tuning world's choices: read from `results` where a run kept them, else trained
+    (and kept there)."""
+    from peco_mm.tooling.study_tuning import stage_tuning
+    kept = Path(results or '') / 'tuning.json'
+    if results and kept.is_file():
+        study.scratch_lr = {t: dict(v, scores={float(k): s for k, s in v['scores'].items()})
+                            for t, v in json.loads(kept.read_text()).items()}
+        return
+    stage_tuning(study)
+    if results:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(study.scratch_lr, indent=1) + '\n')
+
+
+def replicate(study, r: int, results: str | None) -> dict:
+    """Replicate r's results: its kept record in `results`, else its runs (then kept)."""
+    from peco_mm.tooling.study_results import load_replicate, save_replicate
+    from peco_mm.tooling.study_stages import run_replicate
+    res = load_replicate(results, r) if results else None
+    if res is not None:
+        print(f'rep{r}: read from {results} (finished earlier)', flush=True)
+        return res
+    res = run_replicate(study, r)
+    if results:
+        save_replicate(results, r, res)
+    return res
 
 
 if __name__ == '__main__':

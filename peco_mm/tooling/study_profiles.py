@@ -14,7 +14,10 @@ SCRATCH_LR = dict(cls=(1e-3, 2e-3, 5e-3), seg=(5e-4, 1e-3, 2e-3))
 # perceptual loss's network (tools/study.py --knn-networks; only the quick profile's tests
 # train one by default: at 900 iterations MoCo v3 costs minutes per replicate on 2 cores)
 # what the full and demo profiles share: every row, the supervised perceptual network
+# the plan each profile's report is held to (docs/plans/; tools/study.py --plan)
+SUPERVISED_PLAN = 'docs/plans/shape_world_supervised.md'
 _ROWS = dict(_WORLD, lambdas=(0.0, 1.0), perceptual='supervised', judge_per_class=300,
+             plan=SUPERVISED_PLAN,
              inits=('peco', 'pixel', 'clsloss', 'dvae', 'scratch', 'scratch_matched'),
              scratch_lr=SCRATCH_LR)
 PROFILES = {

@@ -96,6 +96,7 @@ class Study:
         self.replicates = list(range(replicates if replicates is not None
                                      else self.p['replicates']))
         self.scratch_lr: dict = {}  # the lr chosen on the tuning world per task (study_tuning)
+        self.prereg = None  # the plan fixed before the runs (study_plan.Plan), if any
         self.plan = self.make_plan()
         self.t0 = time.time()
 
