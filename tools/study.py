@@ -97,6 +97,9 @@ def parse_args(argv=None):
                    help="replicates, each with its own world and runs (the profile's)")
     p.add_argument('--n-pretrain', type=int, default=None,
                    help="unlabeled world images (the profile's: full 5000, demo 2000)")
+    p.add_argument('--labels-per-class', type=int, default=None,
+                   help="labelled images per held-out class for few-label fine-tuning and "
+                   "segmentation (every profile's: 10)")
     p.add_argument('--val-per-class', type=int, default=None,
                    help="tuning and test images per held-out class (full 30, demo 20)")
     p.add_argument('--rotation', action=argparse.BooleanOptionalAction, default=None,
@@ -118,6 +121,23 @@ def parse_args(argv=None):
                    'only for their 1-NN shape accuracy beside the perceptual loss network\'s '
                    "in the report's stage checks (none in the full and demo profiles: MoCo v3 "
                    "trains minutes per replicate on 2 cores); '' for none")
+    add_run_args(p)
+    args = p.parse_args(argv)
+    if args.replicates is not None and args.replicates < 1:
+        p.error(f'--replicates must be >= 1, got {args.replicates}')
+    if args.jobs < 1:
+        p.error(f'--jobs must be >= 1, got {args.jobs}')
+    try:
+        args.iters = parse_iters(args.iters)
+        args.only_replicates = parse_replicates(args.only_replicates)
+        args.knn_networks = parse_networks(args.knn_networks)
+    except ValueError as e:
+        p.error(str(e))
+    return args
+
+
+def add_run_args(p: argparse.ArgumentParser) -> None:
+    """Where the runs go and what is kept: device, jobs, results, the plan."""
     p.add_argument('--bf16-targets', action='store_true',
                    help='also pretrain PeCo with its frozen targets encoded in bf16 and '
                    "fine-tune from it: a row 'PeCo, bf16 targets' beside the fp32 one")
@@ -133,23 +153,15 @@ def parse_args(argv=None):
                    help='keep small results here (e.g. docs/results/NAME, to commit): each '
                    'replicate\'s metrics as it finishes, and a replicate already there is read, '
                    'not run again; then the report, endpoints.json and run.json')
+    p.add_argument('--tuning-only', action='store_true',
+                   help='train the tuning world only and print what it chose and how well its '
+                   'perceptual network learned shape: the figures a plan states before the '
+                   'replicates run (needs no plan)')
     p.add_argument('--plan', default=None, metavar='FILE',
                    help='the plan fixed before the runs (docs/plans/*.md): its endpoints, '
                    "planned columns and rows and equivalence margins give every line's role; "
                    "the report names its sha256 (the profile's plan when it has one; 'none' "
                    'for none)')
-    args = p.parse_args(argv)
-    if args.replicates is not None and args.replicates < 1:
-        p.error(f'--replicates must be >= 1, got {args.replicates}')
-    if args.jobs < 1:
-        p.error(f'--jobs must be >= 1, got {args.jobs}')
-    try:
-        args.iters = parse_iters(args.iters)
-        args.only_replicates = parse_replicates(args.only_replicates)
-        args.knn_networks = parse_networks(args.knn_networks)
-    except ValueError as e:
-        p.error(str(e))
-    return args
 
 
 def parse_iters(text: str | None) -> dict[str, int]:
@@ -237,9 +249,14 @@ def study_plan(path: str | None, profile: dict):
     if not full.is_file():
         raise SystemExit(f'--plan {path}: no such plan file (expected a docs/plans/*.md)')
     try:
-        return read_plan(full)
+        plan = read_plan(full)
     except ValueError as err:
         raise SystemExit(f'--plan: {err}') from None
+    if plan.design.get('status', 'fixed') != 'fixed':
+        raise SystemExit(f'{path}: a plan with status {plan.design["status"]!r} governs no '
+                         'run; fix its figures from --tuning-only, set "status": "fixed" and '
+                         'commit it before the replicates run')
+    return plan
 
 
 def main(argv=None) -> Path:
@@ -255,13 +272,16 @@ def main(argv=None) -> Path:
     study = Study(args.work_dir, args.profile, args.replicates, args.perceptual,
                   args.bf16_targets)
     study.change(n_pretrain=args.n_pretrain, val_per_class=args.val_per_class,
+                 per_class=args.labels_per_class,
                  iters=args.iters, rotate=args.rotation, knn_networks=args.knn_networks)
     if args.only_replicates is not None:
         study.only(args.only_replicates)
-    study.prereg = study_plan(args.plan, study.p)
+    study.prereg = None if args.tuning_only else study_plan(args.plan, study.p)
     study.wd.mkdir(parents=True, exist_ok=True)
     load0 = os.getloadavg()
-    tuning(study, args.results)  # the scratch rows' lr, once, before the replicates
+    tuning(study, args.results)  # the rows' lr, once, before the replicates
+    if args.tuning_only:
+        return tuning_report(study)
     if args.jobs > 1 and args.only_replicates is None:
         run_jobs(strip_jobs(argv), study.replicates, args.jobs)
         study.plan = study.make_plan()  # the runs are kept now: the report's call
@@ -287,14 +307,42 @@ def tuning(study, results: str | None) -> None:
     (and kept there)."""
     from peco_mm.tooling.study_tuning import stage_tuning
     kept = Path(results or '') / 'tuning.json'
+    def grid(v):  # JSON keys back to numbers
+        return dict(v, scores={float(k): s for k, s in v['scores'].items()})
     if results and kept.is_file():
-        study.scratch_lr = {t: dict(v, scores={float(k): s for k, s in v['scores'].items()})
-                            for t, v in json.loads(kept.read_text()).items()}
+        data = json.loads(kept.read_text())
+        study.scratch_lr = {t: grid(v) for t, v in data['scratch'].items()}
+        study.row_lr = {t: {i: grid(v) for i, v in rows.items()}
+                        for t, rows in data['rows'].items()}
+        study.matched_iters = data.get('matched_iters', {})
+        study.plan = study.make_plan()
         return
     stage_tuning(study)
     if results:
         kept.parent.mkdir(parents=True, exist_ok=True)
-        kept.write_text(json.dumps(study.scratch_lr, indent=1) + '\n')
+        kept.write_text(json.dumps(dict(scratch=study.scratch_lr, rows=study.row_lr,
+                                        matched_iters=study.matched_iters), indent=1) + '\n')
+
+
+def tuning_report(study) -> Path:
+    """Print (and write to <work dir>/tuning.md) the tuning world's choices and its
+    perceptual network's 1-NN shape accuracy on B's tuning half."""
+    from peco_mm.tooling.study_runs import TUNING_SEED
+    from peco_mm.tooling.study_stages import stage_networks
+    from peco_mm.tooling.study_tuning import row_tuning_line, tuning_line
+    m = stage_networks(study, TUNING_SEED)['perceptual']['metrics']
+    lines = [f'- Perceptual network ({study.perceptual}) on the tuning world (seed '
+             f'{TUNING_SEED}): 1-NN shape accuracy on B\'s tuning half {m["trained"]:.1f} %, the '
+             f'same ViT randomly initialised {sum(m["random"]) / len(m["random"]):.1f} % '
+             f'(chance {100 / 5:.1f} %).', tuning_line(study.scratch_lr),
+             row_tuning_line(study.row_lr)]
+    if study.matched_iters:
+        from peco_mm.tooling.study_tables import matched_words
+        lines.append(f'- Compute-matched scratch: {matched_words(study)}.')
+    out = study.wd / 'tuning.md'
+    out.write_text('\n'.join(filter(None, lines)) + '\n')
+    print(out.read_text(), flush=True)
+    return out
 
 
 def replicate(study, r: int, results: str | None) -> dict:

@@ -113,11 +113,16 @@ INTERVAL = re.compile(r'\[\s*([+\-−]?\d+(?:\.\d+)?)\s*,\s*([+\-−]?\d+(?:\.\d
 
 
 def sentences(text: str) -> list[str]:
-    """Sentences of Markdown prose (code blocks and table rows left out)."""
+    """Sentences of Markdown prose, paragraph by paragraph (code blocks, headings and table
+    rows left out)."""
     text = re.sub(r'```.*?```', '', text, flags=re.S)
-    prose = ' '.join(line.strip() for line in text.splitlines()
-                     if line.strip() and not line.lstrip().startswith('|'))
-    return [s.strip() for s in re.split(r'(?<=[.!?;:])\s+(?=[A-Z*(\-])', prose) if s.strip()]
+    out = []
+    for para in re.split(r'\n\s*\n', text):
+        prose = ' '.join(line.strip() for line in para.splitlines()
+                         if line.strip() and not line.lstrip().startswith(('|', '#')))
+        out += [s.strip() for s in re.split(r'(?<=[.!?;:])\s+(?=[A-Z*(\-])', prose)
+                if s.strip()]
+    return out
 
 
 def includes_zero(sentence: str) -> bool:

@@ -143,23 +143,6 @@ def report_tables(study: Study, res: dict) -> tuple[list[str], list[str], list[d
     return tables, conclusion_block(conclusions, primary), data
 
 
-def chance_levels(study: Study, r: int) -> dict:
-    """What a model that learned nothing scores on replicate r's test half, keyed like
-    DOWN_COLUMNS: top-1 of one class, the mIoU of predicting background everywhere, and MIM
-    accuracy of a uniform guess among the codebook's K codes."""
-    import numpy as np
-    from PIL import Image
-
-    from peco_mm.tooling.shape_world import read_classes
-    world = study.wd / study.rep(r, 'world')
-    n = len(read_classes(world)['B'])
-    ann = world / 'ade' / 'ADEChallengeData2016' / 'annotations' / 'test'
-    labels = np.stack([np.asarray(Image.open(f)) for f in sorted(ann.glob('*.png'))])
-    k = study.config('tokenizer_world.py', r, 1).model.quantizer.num_embeddings
-    return {'accuracy/top1': 100 / n, 'mim_acc': 100 / k,
-            'mIoU': 100 * float((labels == 1).mean()) / (n + 1)}
-
-
 def reconstruction_grid(study: Study, res: dict) -> str:
     """Originals (top), lambda = 0 (middle) and lambda = 1 (bottom) reconstructions of one
     test image per held-out class, the first replicate; the PNG's path."""
@@ -187,7 +170,7 @@ def reconstruction_grid(study: Study, res: dict) -> str:
 def stage_lines(study: Study, res: dict) -> list[str]:
     """The report's checks of each replicate's networks, per-replicate values in brackets."""
     from peco_mm.tooling.study_report import cell
-    from peco_mm.tooling.study_tuning import tuning_line
+    from peco_mm.tooling.study_tuning import row_tuning_line, tuning_line
     reps = study.replicates
     net = [res[r]['nets']['perceptual']['metrics'] for r in reps]
     judge = [res[r]['nets']['judge']['metrics'].get('accuracy/top1') for r in reps]
@@ -209,10 +192,19 @@ def stage_lines(study: Study, res: dict) -> list[str]:
         'initialisation is the control row\'s network.', *others,
         f'- Judge: a ResNet (another architecture) trained on its own labelled split of B, '
         f'top-1 on B\'s test half {cell(judge)} % (chance {chance:.1f} %).',
-        *filter(None, [tuning_line(study.scratch_lr)]),
+        *filter(None, [tuning_line(study.scratch_lr), row_tuning_line(study.row_lr)]),
         '- Class splits (A: perceptual labels; B: every evaluation): ' + '; '.join(
             f'replicate {r}: A {", ".join(res[r]["world"]["classes"]["A"])}, B '
             f'{", ".join(res[r]["world"]["classes"]["B"])}' for r in reps) + '.']
+
+
+def matched_words(study: Study) -> str:
+    """How compute-matched scratch was matched, for the report."""
+    if not study.matched_iters:
+        return 'pretraining plus fine-tuning iterations'
+    return (' and '.join(f'{task} {n}' for task, n in study.matched_iters.items()) +
+            ' iterations, whose training FLOPs equal PeCo\'s pretraining plus fine-tuning, '
+            'counted on the tuning world')
 
 
 def write_report(study: Study, res: dict, title: str, seconds: float, load: dict):
@@ -226,6 +218,7 @@ def write_report(study: Study, res: dict, title: str, seconds: float, load: dict
     from peco_mm.tooling.study_report import CONCLUSIONS_INTRO, write_checked
     for r in study.replicates:
         if 'chance' not in res[r]:
+            from peco_mm.tooling.study_stages import chance_levels
             res[r]['chance'] = chance_levels(study, r)
     tables, conclusions, data = report_tables(study, res)
     w, it = res[study.replicates[0]]['world'], study.p['iters']
@@ -247,7 +240,7 @@ def write_report(study: Study, res: dict, title: str, seconds: float, load: dict
         ', '.join(f'{k} {v}' for k, v in it.items()
                   if k != ('perceptual' if study.perceptual != 'supervised' else
                            'mocov3' if not study.knn_networks else None)) +
-        ' (compute-matched scratch: pretraining plus fine-tuning). Each cell: mean ± standard '
+        f' (compute-matched scratch: {matched_words(study)}). Each cell: mean ± standard '
         'deviation over the replicates, each replicate\'s value in brackets, in replicate '
         'order (value i of every row is replicate i).', '',
         *([plan_line(study.prereg, REPO), ''] if study.prereg is not None else []),

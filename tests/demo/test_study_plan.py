@@ -205,3 +205,17 @@ def test_docs_show_the_committed_results_as_they_are():
         for m in BLOCK.finditer(text):
             assert (ROOT / m.group('dir') / 'endpoints.json').is_file(), (doc, m.group('dir'))
         assert docs_mismatches(text, ROOT) == [], doc
+
+
+def test_a_draft_plan_governs_no_replicate(tmp_path):
+    """A plan whose status is not 'fixed' (its tuning figures not yet in) governs no run; the
+    label-free profile names its own plan."""
+    from tests.conftest import load_tool
+    tool = load_tool('study')
+    assert tool.PROFILES['label_free']['plan'] == 'docs/plans/shape_world_label_free.md'
+    assert read_plan(ROOT / tool.PROFILES['label_free']['plan']).primary
+    draft = plan_file(tmp_path, status='draft')
+    with pytest.raises(SystemExit, match=r"status 'draft' governs no run"):
+        tool.study_plan(str(draft), {})
+    assert tool.study_plan(str(plan_file(tmp_path, status='fixed')), {}).primary
+    assert tool.study_plan(None, tool.PROFILES['full']).primary  # the supervised design's
