@@ -127,7 +127,7 @@ def decode_head_problems(model: dict, maps: list[float], how: str, make) -> list
             picked = [maps[j] for j in index]
             if stated is not None and [_stride(s) for s in stated] != picked:
                 out.append(_mismatch(make, f'{key}.feature_strides', stated, picked, how,
-                                      model))
+                                     model))
     return out
 
 

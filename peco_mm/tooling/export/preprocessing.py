@@ -20,14 +20,16 @@ PIPELINE_KEYS = ('test_dataloader', 'val_dataloader', 'test_pipeline')
 # side - crop is 3 mod 4, which no setting changes. The fast one crops with torchvision's
 # center_crop, which rounds as mmcv does; it resizes uint8 with torch's antialiased kernel,
 # whose rounding differs from PIL's by a level or two on some pixels (PIL rounds to 8 bits
-# between its horizontal and vertical passes).
+# between its horizontal and vertical passes). transformers before 4.48 has no such class and
+# falls back to the model type's BeitImageProcessor, which cannot resize the short side.
 HF_PROCESSOR = 'CLIPImageProcessorFast'
 HF_PROCESSOR_NOTE = (
     "transformers' slow image processors centre-crop at floor((side - crop) / 2) where the "
     "run's CenterCrop rounds half to even (1 px off whenever side - crop is 3 mod 4): "
-    f'preprocessor_config.json names {HF_PROCESSOR}, whose crop rounds as the run does and '
-    "whose resize differs from PIL's by rounding (a level or two on some pixels); "
-    'AutoImageProcessor loads it unless use_fast=False or torchvision is missing')
+    f'preprocessor_config.json names {HF_PROCESSOR} (transformers 4.48 or later, with '
+    "torchvision), whose crop rounds as the run does and whose resize differs from PIL's by "
+    'rounding (a level or two on some pixels); use_fast=False or no torchvision gives the slow '
+    'one')
 # mmcv's Pillow interpolation names -> PIL resample codes (timm and transformers take them)
 PIL_RESAMPLE = dict(nearest=0, lanczos=1, bilinear=2, bicubic=3, box=4, hamming=5)
 # mmcv's OpenCV interpolation names -> the PIL filter closest to each (area: box, shrinking)

@@ -30,9 +30,9 @@ def to_timm(src: ExportSource, per_block_rel_pos: bool = False) -> Export:
     data = data_config(src)
     pretrained_cfg = dict(
         input_size=[3, *data['crop']], interpolation=data['interpolation'],
-        crop_pct=data['crop_pct'], crop_mode='center', mean=data['mean01'], std=data['std01'], num_classes=args['num_classes'],
-        first_conv='patch_embed.proj', classifier='head', fixed_input_size=True,
-        license='apache-2.0')
+        crop_pct=data['crop_pct'], crop_mode='center', mean=data['mean01'], std=data['std01'],
+        num_classes=args['num_classes'], first_conv='patch_embed.proj', classifier='head',
+        fixed_input_size=True, license='apache-2.0')
     if src.run.get('classes') and src.kind == 'classifier':
         pretrained_cfg['label_names'] = src.run['classes']
     config = dict(architecture=name, num_classes=args['num_classes'],
