@@ -7,18 +7,18 @@ import json
 import os
 import os.path as osp
 
-from .preprocessing import _hw, data_config
+from .preprocessing import HF_PROCESSOR, _hw, data_config
 from .source import CITATION_BIBTEX, TITLES, Export, ExportSource, _pooling
 
 
 # ---- preprocessing ----------------------------------------------------------------------------
 def image_processor(src: ExportSource) -> dict:
     """preprocessor_config.json: resize the short side, centre-crop, scale to [0, 1] and
-    normalise, as mmpretrain's `ResizeEdge` + `CenterCrop` + data preprocessor do (transformers'
-    `BitImageProcessor` is the one that resizes by the short side)."""
+    normalise, as mmpretrain's `ResizeEdge` + `CenterCrop` + data preprocessor do (`HF_PROCESSOR`
+    of preprocessing.py: why that class)."""
     d = data_config(src)
-    return dict(image_processor_type='BitImageProcessor', do_resize=True,
-                size=dict(shortest_edge=d['resize']), resample=3,  # PIL bicubic
+    return dict(image_processor_type=HF_PROCESSOR, do_resize=True,
+                size=dict(shortest_edge=d['resize']), resample=d['resample'],
                 do_center_crop=True, crop_size=dict(height=d['crop'][0], width=d['crop'][1]),
                 do_rescale=True, rescale_factor=1 / 255, do_normalize=True,
                 image_mean=d['mean01'], image_std=d['std01'], do_convert_rgb=True)
@@ -73,7 +73,7 @@ def _card_model(src: ExportSource) -> list[str]:
     d = data_config(src)
     lines.append(f'- input normalisation: RGB in [0, 1], mean {d["mean01"]}, std {d["std01"]}; '
                  f'test resize (short side) {d["resize"]}, centre crop '
-                 f'{"x".join(map(str, d["crop"]))}')
+                 f'{"x".join(map(str, d["crop"]))}; PIL {d["interpolation"]} resampling')
     return lines
 
 
