@@ -224,6 +224,7 @@ def build_name_corpus(root: Path) -> tuple[dict[str, Path], Path]:
     module, a registered host builder, a nested part, a path); put `root` on sys.path to
     make the module names live."""
     marker = root / 'NAME_MARKER'
+    marker.unlink(missing_ok=True)
     write_trace_code(root, marker)
     files = {}
     for name, parts in name_payloads(root).items():
