@@ -334,6 +334,39 @@ def test_rebuild_routes_with_the_hosts_imported(corpus, name_corpus, tmp_path):
     name_corpus.marker.unlink()
 
 
+# a converted file's `meta.pecovit_args` (what the study's random twin is built from):
+# name -> (the arguments stored, the refusal)
+PECOVIT_ARGS = {
+    'init_cfg_dotted_type': (dict(init_cfg=dict(type=f'{TRACE_MODULE}.touch')),
+                             r'meta\.pecovit_args\.init_cfg: not an argument a checkpoint may '
+                             r'give PeCoViT; allowed: arch, '),
+    'pretrained_path': (dict(pretrained='/checkpoints/elsewhere.pth'),
+                        r'meta\.pecovit_args\.pretrained: not an argument'),
+    'arch_with_type': (dict(arch=dict(type=f'{TRACE_MODULE}.touch', embed_dims=16)),
+                       r"meta\.pecovit_args\.arch: key 'type' is not a plain argument name"),
+    'url_word': (dict(out_type='https://example.com/x'),
+                 r"meta\.pecovit_args\.out_type: 'https://example\.com/x' is not a plain word"),
+}
+
+
+@pytest.mark.parametrize('case', list(PECOVIT_ARGS))
+def test_a_converted_files_arguments_are_checked_against_the_schema(case, name_corpus,
+                                                                    tmp_path):
+    """The PeCoViT a converted file describes (`demo_checks.random_twin`, the study's
+    baseline) is built only from plain arguments of PeCoViT's signature: an initialiser
+    named by a dotted path (mmengine imports it at init_weights), a file, a nested `type`,
+    a URL are refused before anything is built."""
+    from peco_mm.tooling.demo_checks import random_twin
+    changed, expected = PECOVIT_ARGS[case]
+    path = tmp_path / 'converted.pth'
+    args = dict(arch=dict(embed_dims=16, num_layers=2, num_heads=2), img_size=32,
+                patch_size=8)
+    torch.save({'state_dict': {}, 'meta': dict(pecovit_args={**args, **changed})}, path)
+    check_refused(lambda: random_twin(str(path), 0), path, expected, name_corpus.marker)
+    torch.save({'state_dict': {}, 'meta': dict(pecovit_args=args)}, path)
+    assert random_twin(str(path), 0)[0].num_layers == 2  # the plain arguments build
+
+
 def test_the_name_corpus_is_live(name_corpus, corpus):
     """Built the trusting way (mmengine's registry, no check), each payload that needs no
     host imports the trace module: the refusals above are not refusals of inert files
