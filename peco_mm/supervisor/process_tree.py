@@ -9,8 +9,9 @@ the one that died. The orphaned worker keeps its memory and the launcher's stdou
 `tools/dist_train.sh ... | tee log` never returns.
 
 - `tie_forked_children()` (called by `peco_mm.supervisor.launch.run` in every process) makes the
-  kernel send SIGKILL to each process this one forks from then on (the data loader's workers,
-  any fork start method) when this process ends (Linux `prctl(PR_SET_PDEATHSIG)`).
+  kernel send SIGKILL to each process forked from then on (the data loader's workers, any fork
+  start method, and what they fork in turn) when the process that forked it ends (Linux
+  `prctl(PR_SET_PDEATHSIG)`).
 - `supervise(argv)` (run as a script by tools/dist_train.sh and dist_test.sh, standard
   library only) runs torchrun as a child subreaper (`PR_SET_CHILD_SUBREAPER`): every
   orphaned descendant is re-parented to it, and when torchrun exits (a rank died, or the
@@ -30,7 +31,8 @@ import time
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 GRACE_S = 5.0  # SIGTERM, then this long before SIGKILL
-_tied = []  # the pid whose forked children are tied to it (once per process)
+_tied = []  # non-empty once the fork hooks are registered (forked children inherit them)
+_forking = [0]  # the pid of the process that is forking (set in it, read in its child)
 
 
 def _prctl(option: int, value: int) -> bool:
@@ -41,24 +43,27 @@ def _prctl(option: int, value: int) -> bool:
     return libc.prctl(option, value, 0, 0, 0) == 0
 
 
-def _die_with_parent(parent: int) -> None:
-    """In a forked child: SIGKILL from the kernel when `parent` ends (and now, if it already
-    has: the signal is only sent for a death after the call)."""
+def _note_forking() -> None:
+    _forking[0] = os.getpid()
+
+
+def _die_with_parent() -> None:
+    """In a forked child: SIGKILL from the kernel when the process that forked it ends (and
+    now, if it already has: the signal is only sent for a death after the call)."""
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-    if os.getppid() != parent:
+    if os.getppid() != _forking[0]:
         os._exit(1)
 
 
 def tie_forked_children() -> bool:
-    """Every process this one forks from now on dies with it. Linux only (False elsewhere).
-    The kernel ties a child to the thread that forked it: data loaders create their workers
-    in the training thread."""
+    """Every process forked from now on, by this process or by its forked children, dies with
+    the process that forked it. Linux only (False elsewhere). The kernel ties a child to the
+    thread that forked it: data loaders create their workers in the training thread."""
     if not sys.platform.startswith('linux'):
         return False
-    if os.getpid() not in _tied:
-        parent = os.getpid()
-        os.register_at_fork(after_in_child=lambda: _die_with_parent(parent))
-        _tied.append(parent)
+    if not _tied:
+        os.register_at_fork(before=_note_forking, after_in_child=_die_with_parent)
+        _tied.append(os.getpid())
     return True
 
 

@@ -100,3 +100,67 @@ def test_dist_scripts_run_torchrun_under_the_supervisor():
     text = (ROOT / 'tools' / 'torchrun_args.sh').read_text()
     assert ('exec "$PY" "$ROOT/peco_mm/supervisor/process_tree.py" \\\n'
             '    "$PY" -m torch.distributed.run') in text
+
+
+# the module alone, its fork hooks registered (as `launch.run` does in every rank)
+TIED = '''
+import importlib.util, multiprocessing as mp, os, signal, subprocess, sys, time
+spec = importlib.util.spec_from_file_location('process_tree', {module!r})
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+module.tie_forked_children()
+'''
+# a tied "rank" forks a "worker" (as a data loader does) that forks in turn: a plain os.fork()
+# and a subprocess.run with preexec_fn (both run the at-fork hooks); the worker's exit status is
+# 0 only if both grandchildren exited 0, and the rank exits with the worker's status
+FORKING_WORKER = TIED + r'''
+def work():
+    child = os.fork()
+    if child == 0:
+        os._exit(0)
+    forked = os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+    ran = subprocess.run([sys.executable, '-c', 'pass'], preexec_fn=lambda: None).returncode
+    print('grandchildren', forked, ran, flush=True)
+    sys.exit(forked or ran)
+
+if __name__ == '__main__':
+    worker = mp.get_context('fork').Process(target=work)
+    worker.start()
+    worker.join()
+    sys.exit(worker.exitcode)
+'''
+# the tie still holds one level down: a worker's forked child dies when the worker is killed
+KILLED_WORKER = TIED + r'''
+def work():
+    child = os.fork()
+    if child == 0:
+        time.sleep(60)
+        os._exit(0)
+    open({pid_file!r}, 'w').write(str(child))
+    os.kill(os.getpid(), signal.SIGKILL)
+
+if __name__ == '__main__':
+    worker = mp.get_context('fork').Process(target=work)
+    worker.start()
+    worker.join()
+'''
+
+
+def test_a_worker_of_a_tied_process_can_fork(tmp_path):
+    script = tmp_path / 'rank.py'
+    script.write_text(FORKING_WORKER.format(module=str(SUPERVISOR)))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=60)
+    assert (proc.returncode, proc.stdout) == (0, 'grandchildren 0 0\n'), proc.stderr
+
+
+def test_a_workers_forked_child_dies_with_the_worker(tmp_path):
+    script, pid_file = tmp_path / 'rank.py', tmp_path / 'grandchild.pid'
+    script.write_text(KILLED_WORKER.format(module=str(SUPERVISOR), pid_file=str(pid_file)))
+    subprocess.run([sys.executable, str(script)], timeout=60, check=True)
+    grandchild = int(pid_file.read_text())
+    try:
+        assert _wait_gone(grandchild, 1.0)
+    finally:
+        if _alive(grandchild):
+            os.kill(grandchild, 9)
