@@ -99,7 +99,7 @@ def test_dist_scripts_run_torchrun_under_the_supervisor():
         assert 'torchrun_args.sh' in text and '\ntorchrun_tool ' in text, script
     text = (ROOT / 'tools' / 'torchrun_args.sh').read_text()
     assert ('exec "$PY" "$ROOT/peco_mm/supervisor/process_tree.py" \\\n'
-            '    "$PY" -m torch.distributed.run') in text
+            '    "$PY" -P -m torch.distributed.run') in text
 
 
 # the module alone, its fork hooks registered (as `launch.run` does in every rank)
