@@ -1,6 +1,9 @@
-"""The launchers' Python never searches the current directory (an empty PYTHONPATH entry, or
-torchrun's `-m`)."""
+"""tools/dist_train.sh ends only what it started: the calling shell's earlier background job
+outlives a run, and Ctrl-C or SIGTERM on the launcher, which end every process of torchrun's
+tree within seconds and leave a readable checkpoint. The tools' Python never searches the
+current directory (an empty PYTHONPATH entry, or torchrun's `-m`)."""
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -25,6 +28,12 @@ real = importlib.util.module_from_spec(spec)
 sys.modules['subprocess'] = real
 spec.loader.exec_module(real)
 '''
+# the tiny classifier, long enough to be stopped, a checkpoint every 2 steps and two
+# persistent data loader workers per rank (processes the launcher must end too)
+LONG_RUN = TINY_CLS + """
+default_hooks['checkpoint'].update(interval=2)
+train_dataloader.update(num_workers=2, persistent_workers=True)
+"""
 
 
 class Launch:
@@ -76,12 +85,51 @@ def finished_run(tmp_path_factory):
         run.end()
 
 
+def test_the_calling_shells_earlier_job_outlives_a_run(finished_run):
+    run, sleep_alive = finished_run
+    assert run.proc.returncode == 0, run.output()[-3000:]
+    assert (run.work_dir / 'iter_2.pth').exists()
+    assert sleep_alive  # the launcher's pid was the shell's, and the sleep its child
+    assert 'launcher: ended' not in run.output()  # nothing of torchrun's tree was left
+
+
 def test_no_tool_imports_from_the_current_directory(finished_run):
     """With PYTHONPATH unset: neither the pre-flight check, the supervisor, torchrun nor a
     rank imported the subprocess.py of the folder the launcher was started in."""
     run, _ = finished_run
     assert run.proc.returncode == 0, run.output()[-3000:]
     assert not run.marker.exists(), run.marker.read_text()
+
+
+@pytest.mark.parametrize('how', ['SIGTERM to the launcher', 'Ctrl-C (SIGINT to its group)'])
+def test_ctrl_c_and_sigterm_end_the_launchers_processes_only(how, tmp_path, image_folder):
+    from peco_mm.checkpoint import read_checkpoint
+    run = Launch(tmp_path, write(tmp_path / 'cls.py', LONG_RUN, data=image_folder, iters=2000),
+                 '--skip-preflight')
+    try:
+        deadline = time.monotonic() + 300
+        while not (run.work_dir / 'iter_4.pth').exists():
+            assert time.monotonic() < deadline and run.proc.poll() is None, run.output()[-3000:]
+            time.sleep(0.2)
+        started = [p for p in process_tree(run.proc.pid) if p != run.sleep]
+        assert len(started) >= 5, started  # supervisor, torchrun, the rank and its 2 workers
+        t0 = time.monotonic()
+        if how.startswith('SIGTERM'):
+            os.kill(run.proc.pid, signal.SIGTERM)
+        else:  # the terminal signals the foreground group; the shell's job ignores SIGINT
+            os.killpg(run.proc.pid, signal.SIGINT)
+        rc = run.proc.wait(timeout=60)
+        while any(map(_alive, started)) and time.monotonic() - t0 < 30:
+            time.sleep(0.05)
+        took = time.monotonic() - t0
+        assert not [p for p in started if _alive(p)] and took < 10, (took, run.output()[-3000:])
+        assert rc != 0 and _alive(run.sleep)
+        last = (run.work_dir / 'last_checkpoint').read_text().strip()
+        step = read_checkpoint(last, map_location='cpu')['meta']['iter']
+        assert last.endswith(f'iter_{step}.pth') and step >= 4
+        print(f'{how}: every process of the launch ended {took:.1f} s after the signal')
+    finally:
+        run.end()
 
 
 @pytest.mark.parametrize('caller, expected', [
