@@ -70,7 +70,7 @@ def check_all(args: argparse.Namespace, mode: str, files_checked: bool = False,
     from peco_mm.supervisor.changes import block
     from peco_mm.supervisor.launch import plan
     from peco_mm.supervisor.preflight import PreflightError
-    tool = f'{mode}.py' if mode == 'test' else 'train.py'
+    tool = f'{mode}.py'
     try:
         _, changes = plan(args.config, args.work_dir, args.cfg_options, mode,
                           skip=('pre-flight',) if files_checked else (), **flags)

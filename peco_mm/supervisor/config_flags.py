@@ -64,8 +64,9 @@ def set_amp(cfg: Config, spec) -> None:
 
 
 def amp_why(key: str, after, spec) -> str:
-    return ('--amp: mixed precision, bf16 (supported here)' if after == 'bfloat16'
-            or key.endswith('type') else '--amp: fp16 with a dynamic loss scale (no bf16 here)')
+    return {'optim_wrapper.dtype': '--amp: bf16, which this machine supports (no loss scale)',
+            'optim_wrapper.loss_scale': '--amp: fp16 with a dynamic loss scale (no bf16 on this '
+                                        'GPU)'}.get(key, '--amp: mixed precision')
 
 
 def set_launcher(cfg: Config, spec) -> None:
