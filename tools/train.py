@@ -68,9 +68,9 @@ def parse_args(argv=None):
 
 def preflight_only(args) -> int:
     """Every check of the run, nothing started; 0 when all pass. The inputs first, with
-    peco_mm/supervisor/preflight.py loaded on its own (no torch: a missing dataset is named in
-    a second), then the launcher's other checks (unknown keys, the flags; `import peco_mm`),
-    which end in a one-line summary."""
+    peco_mm/supervisor/preflight.py loaded on its own (no torch: missing files are named in a
+    second, before torchrun starts any rank); once they are all there, the launcher's other
+    checks (unknown keys, the flags; `import peco_mm`), which end in a one-line summary."""
     pre = check_environment.light_module('supervisor/preflight.py')
     cfg = pre.load(args.config, args.cfg_options, no_validate=args.no_validate)
     cfg.work_dir = args.work_dir or cfg.get('work_dir') or osp.join(
@@ -78,10 +78,10 @@ def preflight_only(args) -> int:
     problems = pre.find_problems(cfg, 'train', resume=args.resume)
     if problems:
         print(pre.report(problems, args.config), file=sys.stderr)
+        return 1
     sys.path.insert(0, ROOT)
-    status = cli.check_all(args, 'train', files_checked=True, resume=args.resume, amp=args.amp,
-                           no_validate=args.no_validate, auto_scale_lr=args.auto_scale_lr)
-    return 1 if problems else status
+    return cli.check_all(args, 'train', files_checked=True, resume=args.resume, amp=args.amp,
+                         no_validate=args.no_validate, auto_scale_lr=args.auto_scale_lr)
 
 
 def main(argv=None):

@@ -66,61 +66,61 @@ class Step(NamedTuple):
 
 
 # ---- the steps that wrap other modules -------------------------------------------------------
-def workers(cfg, spec):
+def workers(cfg: Config, spec: RunSpec):
     from .workers import resolve_workers
     resolve_workers(cfg)
 
 
-def preflight_files(cfg, spec):
+def preflight_files(cfg: Config, spec: RunSpec):
     from . import preflight
     preflight.check(cfg, spec.mode, resume=spec.resume, checkpoint=spec.checkpoint,
                     config=spec.config_path)
 
 
-def vis_backends(cfg, spec):
+def vis_backends(cfg: Config, spec: RunSpec):
     add_vis_backends(cfg, spec.vis_backends)
 
 
-def known_keys(cfg, spec):
+def known_keys(cfg: Config, spec: RunSpec):
     from .config_keys import check_config_keys, check_run_keys
     check_config_keys(cfg)
     check_run_keys(cfg)
 
 
-def label_classes(cfg, spec):
+def label_classes(cfg: Config, spec: RunSpec):
     from .seg_classes import set_label_check_classes
     set_label_check_classes(cfg)
 
 
-def mixed_precision(cfg, spec):
+def mixed_precision(cfg: Config, spec: RunSpec):
     note = cpu_mixed_precision(cfg, cuda=spec.cuda)
     if note:
         spec.notes.append((logging.WARNING, note, True))
 
 
-def cpu_malloc(cfg, spec):
+def cpu_malloc(cfg: Config, spec: RunSpec):
     from .malloc import apply_cpu_malloc
     note = apply_cpu_malloc((cfg.get('env_cfg') or {}).get('cpu_malloc', 'auto'), spec.cuda)
     if note:
         spec.notes.append((logging.INFO, note, True))
 
 
-def lock(cfg, spec):
+def lock(cfg: Config, spec: RunSpec):
     from .work_dir_lock import lock_work_dir
     return lock_work_dir(cfg.work_dir)
 
 
-def safeguards(cfg, spec):
+def safeguards(cfg: Config, spec: RunSpec):
     from .safeguards import add_safeguards
     return add_safeguards(cfg)
 
 
-def unfinished_writes(cfg, spec):
+def unfinished_writes(cfg: Config, spec: RunSpec):
     from .resume import remove_unfinished_writes
     return remove_unfinished_writes(cfg.work_dir) if cfg.get('resume') else None
 
 
-def process_group(cfg, spec):
+def process_group(cfg: Config, spec: RunSpec):
     start_cpu_process_group(cfg, spec.cuda)
 
 
