@@ -1,9 +1,10 @@
 """What the launcher changed in a config: key, before, after, why.
 
 `snapshot(cfg)` copies a config's containers; `diff(before, after)` lists the keys whose value
-differs, as dotted config keys (list items by index, as `--cfg-options` names them). A dict
-whose `type` is the same on both sides is compared key by key; one whose type changed (a hook
-swapped, a dataset wrapped) is one change of the whole dict. `Change.line()` is its log line;
+differs, as dotted config keys (list items by index, as `--cfg-options` names them). Dicts
+are compared key by key (a class swapped for another with the same arguments is a change of
+`type`); a dict wrapped in another (a dataset in BadSampleGuard) is one change of the whole
+dict; items appended to a list are one change each. `Change.line()` is its log line;
 `block(changes)` the log's block of them.
 """
 from __future__ import annotations

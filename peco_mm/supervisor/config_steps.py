@@ -169,7 +169,7 @@ STEPS: tuple[Step, ...] = (
     Step('sharded clip', lambda cfg, spec: sharded_clip_note(cfg), ''),
     Step('mixed precision on CPU', mixed_precision, lambda key, after, spec: (
         'no CUDA: AmpOptimWrapper needs an accelerator; ' + (
-            'bf16 autocast, this CPU has native bf16' if 'Autocast' in str(after) else
+            'bf16 autocast, the CPU computes bf16 natively' if 'Autocast' in str(after) else
             'fp32, this CPU has no native bf16')), ('train',)),
     Step('SyncBN without CUDA', sync_bn_without_cuda, sync_bn_why),
     Step('CPU allocator', cpu_malloc, '', effect=True),
