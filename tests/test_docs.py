@@ -752,7 +752,8 @@ def test_documented_commands_run_as_written(tmp_path):
     make_class_folder(tmp_path / 'cls' / 'val', size=32, seed=1, per_class=2)
     (tmp_path / 'tiny.py').write_text(TINY_RUN.format(root=ROOT))
     preflight = documented('README.md', 'python tools/train.py CONFIG --preflight-only')
-    assert run_as_written(preflight.replace('CONFIG', 'tiny.py'), tmp_path) == ''  # all there
+    assert run_as_written(preflight.replace('CONFIG', 'tiny.py'), tmp_path).startswith(
+        'train.py: pre-flight of tiny.py passed: ')  # all there, one line
     train = re.sub(r'\s*\[.*\]', '', documented('README.md', 'python tools/train.py CONFIG ['))
     out = run_as_written(train.replace('CONFIG', 'tiny.py'), tmp_path)
     assert 'Iter(train) [2/2]' in out and 'Config:' not in out  # the config dump: in the log
