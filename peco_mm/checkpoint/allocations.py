@@ -99,7 +99,8 @@ def dtype_size(value) -> int | None:
     if value is None:
         return 8
     if isinstance(value, Global):
-        return numpy_dtype(value.rsplit('.', 1)[-1], from_class=value.startswith('numpy.'))
+        module, _, short = value.rpartition('.')
+        return numpy_dtype(short, from_class=True) if module == 'numpy.dtypes' else None
     if isinstance(value, (str, bytes)):
         code = value.decode('latin-1') if isinstance(value, bytes) else value
         if re.fullmatch(r'[<>|=]?(\?|[A-Za-z][A-Za-z0-9]{0,15})', code):
@@ -111,11 +112,14 @@ def numpy_dtype(code: str, from_class: bool = False) -> int | None:
     """Itemsize of the numpy dtype `code` names (a type code, or a class of numpy.dtypes),
     None when numpy knows no such name; an object dtype is refused."""
     import numpy as np
+    cls = getattr(np.dtypes, code, None) if from_class else None
+    if from_class and not (isinstance(cls, type) and issubclass(cls, np.dtype)):
+        return None
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')
         try:  # (np.dtype of a dtype class is the object dtype: the class is called)
-            dtype = getattr(np.dtypes, code)() if from_class else np.dtype(code)
-        except (TypeError, ValueError, AttributeError):
+            dtype = cls() if from_class else np.dtype(code)
+        except (TypeError, ValueError):
             return None
     if dtype.hasobject:
         raise Refusal(OBJECT_DTYPE)

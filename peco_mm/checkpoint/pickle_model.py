@@ -192,7 +192,10 @@ class PickleModel:
         if name in HASHING or name.endswith('.ConfigDict'):
             check_keys([a for a in argv or [args] if not (type(a) is Node and a.kind == 'dict')])
         if name.endswith('._rebuild_from_type_v2') and argv and len(argv) >= 3:
-            return self.call(argv[0], argv[2])  # (func, new_type, args, state): func(*args)
+            result = self.call(argv[0], argv[2])  # (func, new_type, args, state): func(*args)
+            if type(result) is Node:
+                result.size += sum(size_of(a) for a in argv[3:])
+            return result
         rule = rule_for(name)
         cost, result = rule(name, argv) if rule else (0, None)
         self.allocate(cost, f'{name}(...)')
