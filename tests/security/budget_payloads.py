@@ -11,6 +11,7 @@ import collections
 import io
 import pickle
 import sys
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -145,7 +146,8 @@ def pickle_twice(read: object, checked: object) -> bytes:
         pkl = next(n for n in last.namelist() if n.endswith('/data.pkl'))
         entries.append((pkl, last.read(pkl)))
     buf = io.BytesIO()
-    with zipfile.ZipFile(buf, 'w') as out:
+    with zipfile.ZipFile(buf, 'w') as out, warnings.catch_warnings():
+        warnings.simplefilter('ignore')  # zipfile's note on the name written twice
         for name, data in entries:
             out.writestr(name, data)
     return buf.getvalue()
