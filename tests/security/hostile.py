@@ -14,6 +14,8 @@ from pathlib import Path
 
 import torch
 
+from tests.security.budget_payloads import BUDGET_EXPECTED, build_budget_corpus
+
 # file name -> the refusal its one-line error must contain (a regular expression)
 EXPECTED = {
     'pickle_zip': r'holds pickled Python objects .*GLOBAL \w+\.system',
@@ -34,6 +36,7 @@ EXPECTED = {
     'alloc_tensor': r'would allocate 838\d{4} bytes \(torch\.FloatTensor\(\.\.\.\)\)',
     'zip_bomb': r'its zip entries unpack to 838\d{4} bytes, more than a read may allocate',
     'deep_nesting': r'holds data nested deeper than 100 levels',
+    **BUDGET_EXPECTED,  # sizes as numpy integers, numpy arrays, shared keys, a zip's pickle twice
 }
 # PECO_MM_READ_BUDGET_MB while the corpus is read: each allocation payload asks for 8 MiB
 BUDGET_MB = '1'
@@ -115,6 +118,7 @@ def build_corpus(root: Path) -> tuple[dict[str, Path], Path, dict[str, str]]:
     for _ in range(150):
         deep = [deep]
     save('deep_nesting', {**weights, 'x': deep})
+    files.update(build_budget_corpus(root))
     assert set(files) == set(EXPECTED)
     return files, marker, texts
 
