@@ -17,7 +17,8 @@ from pathlib import Path
 
 from peco_mm.tooling.study_runs import TUNING_SEED, tuning_runs  # noqa: F401 (re-exported)
 
-METRIC = dict(cls='accuracy/top1', seg='mIoU')  # the tuning half's score of each task
+METRIC = dict(cls='accuracy/top1', seg='mIoU')
+WORLD_SIZE = 32  # the shape world's images are 32 px squares (shape_world.make_world's size)  # the tuning half's score of each task
 
 
 def tuning_score(res: dict) -> dict:
@@ -103,7 +104,7 @@ def matched_iterations(study, tokenizer_pretrain: str) -> dict[str, int]:
         cfg = study.config(name, TUNING_SEED, 1, options)
         init_default_scope(cfg.get('default_scope', 'mmpretrain'))
         with quiet_logs():
-            step, _ = train_step(cfg, 1, 'cpu', amp='none')
+            step, _ = train_step(cfg, 1, 'cpu', amp='none', hw=(WORLD_SIZE, WORLD_SIZE))
             return count_gflops(step) * cfg.train_dataloader.batch_size
     it = study.p['iters']
     pretrain = it['pretrain'] * per_iteration(
