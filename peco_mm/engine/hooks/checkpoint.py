@@ -239,8 +239,8 @@ class AtomicCheckpointHook(CheckpointHook):
             if osp.islink(path) or not self.file_backend.exists(path):
                 continue  # a link: not a file this run wrote
             if self.file_backend.isdir(path):  # e.g. DeepSpeed's: never removed recursively
-                self.log(f'checkpoint folder {path} ({why}) left alone: folders are never '
-                         'deleted; remove it yourself when it is no longer needed')
+                self.log(f'checkpoint {path} ({why}) left alone: a folder, and folders are '
+                         'never deleted; remove it yourself when it is no longer needed')
             elif path in self.written or self.of_this_lineage(path):
                 self.file_backend.remove(path)
                 self.log(f'removed checkpoint {path} ({why})')
