@@ -72,6 +72,8 @@ def test_kill_inside_checkpoint_write_then_resume(tmp_path, cls_data, isolated_m
     assert iters == [3, 4]  # continued from iteration 2, not from scratch
     assert read_checkpoint(work / 'iter_4.pth')['meta']['iter'] == 4
     assert not (work / 'iter_2.pth').exists()  # max_keep_ckpts=1, removed after iter_4
+    # plain data: torch's own weights-only loader reads it, with no allow-list
+    assert torch.load(work / 'iter_4.pth', weights_only=True)['meta']['iter'] == 4
 
 
 @pytest.mark.parametrize('damage', ['truncated', 'missing', 'empty_pointer'])
@@ -133,9 +135,11 @@ def test_kept_and_best_checkpoints_are_renamed_then_pruned(tmp_path, cls_data, i
     assert info['last_ckpt'] == str(work / 'iter_6.pth')
     assert info['kept_checkpoints'] == [str(work / 'iter_5.pth'), str(work / 'iter_6.pth')]
     assert info['best_ckpt'] == str(work / best[0])
+    run_id = read_checkpoint(work / 'iter_6.pth')['meta']['run_id']
     opts.update({'train_cfg.max_iters': 7, 'default_hooks.checkpoint.max_keep_ckpts': 1})
     run(str(cfg), str(work), opts, resume='auto')
     assert sorted(p.name for p in work.glob('iter_*')) == ['iter_7.pth']
+    assert read_checkpoint(work / 'iter_7.pth')['meta']['run_id'] == run_id  # one lineage
 
 
 def resume_checkpoint_hook(work, kept, keep=1, lines=None, **hub_info):

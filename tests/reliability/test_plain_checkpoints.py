@@ -86,9 +86,12 @@ def test_hosts_load_the_launchers_checkpoints_without_peco_mm(host_runs, tmp_pat
 def test_a_resumed_run_equals_an_uninterrupted_one(tmp_path, cls_data, isolated_mmengine):
     """2 iterations, then a resume to 4, give the losses, the weights and the message hub's
     logged history of 4 uninterrupted iterations, bit for bit; every checkpoint loads with
-    torch.load(weights_only=True) and records one run id for the lineage."""
+    torch.load(weights_only=True) and records one run id for the lineage. (Without drop
+    path: mmengine's resume restores no random state, and the data the resumed loop skips
+    replays the pipeline's draws, not the model's.)"""
     from peco_mm.supervisor.launch import run
-    cfg = write_cls(tmp_path / 'cls.py', cls_data, iters=4, interval=2, keep=3)
+    cfg = write_cls(tmp_path / 'cls.py', cls_data, iters=4, interval=2, keep=3,
+                    extra='model = dict(backbone=dict(drop_path_rate=0.0))\n')
     whole, parts = tmp_path / 'whole', tmp_path / 'parts'
     run(str(cfg), str(whole))
     run(str(cfg), str(parts), {'train_cfg.max_iters': 2})
@@ -143,3 +146,19 @@ def test_plain_checkpoint_tool_rewrites_an_old_checkpoint(tmp_path, monkeypatch)
     bad = run_tool(['tools/plain_checkpoint.py', tmp_path / 'nowhere.pth'], check=False)
     assert bad.returncode == 1 and bad.stderr.strip() == (
         f'plain_checkpoint: error: checkpoint not found: {tmp_path / "nowhere.pth"}')
+
+
+def test_an_export_reads_the_metrics_of_a_plain_message_hub():
+    """The model card's metrics come from the message hub's last val/ values, in either form
+    of its buffers."""
+    from mmengine.logging import MessageHub
+
+    from peco_mm.checkpoint.plain import plain_checkpoint
+    from peco_mm.tooling.export.source import _hub_metrics
+    hub = MessageHub('test_plain_hub_metrics')
+    for value in (50.0, 62.5):
+        hub.update_scalar('val/accuracy/top1', value)
+    hub.update_scalar('train/loss', 1.0)
+    assert _hub_metrics(hub.state_dict()) == {'accuracy/top1': 62.5}
+    plain = plain_checkpoint({'message_hub': hub.state_dict()})['message_hub']
+    assert _hub_metrics(plain) == {'accuracy/top1': 62.5}

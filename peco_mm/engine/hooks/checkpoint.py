@@ -58,7 +58,8 @@ class AtomicCheckpointHook(CheckpointHook):
       therefore deletes none of their files, whatever its kept list names.
 
     Remote `out_dir`s (a URI such as `s3://...`) and DeepSpeed's checkpoint folders are written
-    as mmengine writes them (no rename), and outdated ones removed after the new one.
+    as mmengine writes them (no rename); outdated remote files this process wrote are removed
+    after the new one, folders never (each left one is logged).
     """
 
     def __init__(self, *args, max_keep_ckpts: int = -1, **kwargs) -> None:
