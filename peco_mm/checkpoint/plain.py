@@ -62,6 +62,12 @@ def history_buffers_restored(hub_state) -> int:
     restored = 0
     for key, value in (scalars.items() if isinstance(scalars, dict) else ()):
         if isinstance(value, dict) and set(value) == set(BUFFER_KEYS):
+            logs, counts, limit = (value[k] for k in BUFFER_KEYS)
+            if not (torch.is_tensor(logs) and torch.is_tensor(counts) and logs.dim() == 1
+                    and logs.shape == counts.shape and type(limit) is int and limit > 0):
+                raise ValueError(f'message_hub.log_scalars.{key}: expected log_history and '
+                                 'count_history as 1-d tensors of one length and max_length '
+                                 f'as an int > 0, got {value!r:.200}')
             scalars[key] = HistoryBuffer(value['log_history'].numpy().copy(),
                                          value['count_history'].numpy().copy(),
                                          max_length=int(value['max_length']))

@@ -162,3 +162,12 @@ def test_an_export_reads_the_metrics_of_a_plain_message_hub():
     assert _hub_metrics(hub.state_dict()) == {'accuracy/top1': 62.5}
     plain = plain_checkpoint({'message_hub': hub.state_dict()})['message_hub']
     assert _hub_metrics(plain) == {'accuracy/top1': 62.5}
+
+
+def test_a_malformed_plain_buffer_is_named():
+    from peco_mm.checkpoint.plain import history_buffers_restored
+    hub = {'log_scalars': {'train/loss': {'log_history': [1.0], 'count_history': [1],
+                                          'max_length': 10}}}
+    with pytest.raises(ValueError, match=r'^message_hub.log_scalars.train/loss: expected '
+                                         r'log_history and count_history as 1-d tensors'):
+        history_buffers_restored(hub)
