@@ -833,6 +833,40 @@ def test_backbone_snippets_build_in_their_hosts(tmp_path):
                 assert out.shape[:2] == ((1, 150) if scope == 'mmseg' else (1, 1000)), where
 
 
+# the task a snippet of "Load a checkpoint in your own script" loads, by its host
+SNIPPET_TASKS = {'mmdet': 'mask_rcnn', 'mmseg': 'upernet', 'mmpretrain': 'classifier'}
+
+
+@pytest.mark.slow
+def test_own_script_snippets_load_the_launchers_checkpoints(tmp_path):
+    """getting_started's three own-script snippets, each run as written in a process of its own
+    (peco_mm importable, as installed, for the PeCo models' classes; its reader not used), on
+    tiny PeCoViT runs of tools/train.py: the work dir's config and checkpoint in place of the
+    snippet's, a 96x64 image as demo.jpg."""
+    import numpy as np
+    from PIL import Image
+
+    from tests.reliability.host_runs import train_host_runs
+    text = _section('docs/getting_started.md', 'Load a checkpoint in your own script')
+    blocks = re.findall(r'```python\n(.*?)```', text, re.S)
+    hosts = [re.match(r'from (mm\w+)', b).group(1) for b in blocks]
+    assert hosts == ['mmdet', 'mmseg', 'mmpretrain'], hosts
+    runs = train_host_runs(tmp_path / 'runs', peco=True)
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (64, 96, 3), dtype=np.uint8)
+                    ).save(tmp_path / 'demo.jpg')
+    for host, block in zip(hosts, blocks):
+        cfg, ckpt = runs[SNIPPET_TASKS[host]]
+        code = re.sub(r"'work_dirs/[\w/]+\.py'", repr(str(cfg)), block)
+        code = re.sub(r"'work_dirs/[\w/]+\.pth'", repr(str(ckpt)), code)
+        assert code.count(str(tmp_path)) == 2, code
+        code += '\nprint("result", type(result).__name__)\n'
+        proc = subprocess.run([sys.executable, '-c', code], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        want = {'mmdet': 'DetDataSample', 'mmseg': 'SegDataSample', 'mmpretrain': 'dict'}[host]
+        assert proc.stdout.splitlines()[-1] == f'result {want}', proc.stdout
+
+
 if __name__ == '__main__':  # print every problem, grouped by check
     for check in (problems_paths, problems_tools, problems_convention, problems_help,
                   problems_flags, problems_cfg_keys):

@@ -14,6 +14,8 @@
 - `module_pickle`: the weights of a pickled `nn.Module` (OpenAI's DALL-E files), read off
   those stand-ins;
 - `budget`: what one read may allocate and how deep what it holds may nest.
+- `plain`: a checkpoint as plain data, which torch's weights-only loader reads with no
+  allow-list (what the launcher writes), the message hub's buffers restored on resume.
 """
 from .keymaps import (FORMATS, Conversion, cnn_backbone_state_dict, convert_checkpoint,
                       convert_state_dict, detect_format, tokenizer_state_dict)

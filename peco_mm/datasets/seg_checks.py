@@ -7,7 +7,9 @@ A 16-bit label map is read as 8 bits (`astype(np.uint8)`): class 300 silently be
 A label map that does not fit its image trains silently too (one smaller than its image, or
 transposed, is resized and cropped along with it), and an RGB label map fails later with a bare
 `stack expects each tensor to be equal size`.
-`CheckSegLabels` sits right after `LoadAnnotations` and names the file instead. Its number of
+`CheckSegLabels` sits right after `LoadAnnotations` and names the file instead; an image
+without a label file (mmseg's `inference_model` runs the test pipeline without
+`LoadAnnotations`) passes unchecked. Its number of
 classes is the model's: the launcher (`peco_mm.supervisor.seg_classes`, for tools/train.py,
 tools/test.py and tools/check_dataset.py) fills it in from `model.decode_head.num_classes`, so
 a config that changes the head's classes checks against the new number.

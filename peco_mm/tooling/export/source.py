@@ -153,9 +153,11 @@ def _hub_metrics(hub) -> dict:
     out = {}
     for key, buf in (scalars or {}).items():
         if key.startswith(('val/', 'test/')) and not _TRAIN_KEYS.match(key.split('/', 1)[1]):
-            data = getattr(buf, 'data', None)
-            if data is not None and len(data[0]):
-                out[key.split('/', 1)[1]] = float(data[0][-1])
+            # a HistoryBuffer, or its plain form in the launcher's checkpoints
+            logs = (buf.get('log_history') if isinstance(buf, dict)
+                    else (getattr(buf, 'data', None) or (None,))[0])
+            if logs is not None and len(logs):
+                out[key.split('/', 1)[1]] = float(logs[-1])
     return out
 
 
