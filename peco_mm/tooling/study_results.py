@@ -22,7 +22,7 @@ from pathlib import Path
 from peco_mm.tooling.tool_runs import plain_number
 
 BLOCK = re.compile(r'<!-- results: (?P<dir>\S+) -->\n(?P<body>.*?)<!-- /results -->', re.S)
-DROP = ('ckpt', 'config')  # paths into a work dir: meaningless elsewhere
+DROP = ('ckpt', 'config', 'pecovit')  # paths into a work dir: meaningless elsewhere
 
 
 def small(value):
