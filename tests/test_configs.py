@@ -59,6 +59,19 @@ def test_config_builds(path):
     assert sum(p.numel() for p in model.parameters()) > 0
 
 
+@pytest.mark.parametrize('path', CONFIGS, ids=lambda p: str(p.relative_to(ROOT / 'configs')))
+def test_feature_strides_agree_with_the_heads(path):
+    """The pre-flight's stride check passes, and judges every detector and segmentor (their
+    backbone's strides are known: PeCoViT, its pyramid, the adapter or FPN necks)."""
+    from peco_mm.supervisor import preflight, strides
+    cfg = _load(path)
+    assert [p.message for p in strides.problems(cfg, preflight.Problem)] == []
+    model = cfg.get('model') or {}
+    if model.get('rpn_head') or model.get('decode_head'):
+        found = strides.backbone_maps(model)
+        assert found and strides.neck_maps(model.get('neck'), *found), path.name
+
+
 @pytest.mark.parametrize('path', SHIPPED, ids=lambda p: p.name)
 def test_auto_scale_lr_is_the_stated_total_batch(path):
     """`--auto-scale-lr` multiplies the lr by (GPUs x batch) / auto_scale_lr.base_batch_size:

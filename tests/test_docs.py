@@ -503,16 +503,16 @@ def section_commands(doc: str, heading: str) -> list[str]:
 
 
 def test_readme_export_commands_run_as_written(tmp_path):
-    """README's "Use PeCo weights elsewhere": the export commands and the one-liners that load
-    their output in timm and transformers, run as written (`python` being this interpreter)
-    in a folder holding a tiny fine-tuned classifier at the path they name."""
+    """README's "Load a checkpoint in your own script": the export commands and the one-liners
+    that load their output in timm and transformers, run as written (`python` being this
+    interpreter) in a folder holding a tiny fine-tuned classifier at the path they name."""
     import shlex
 
     import pytest
     import torch
     pytest.importorskip('transformers')
     from peco_mm.models.vit import PeCoViT
-    commands = section_commands('README.md', 'Use PeCo weights elsewhere')
+    commands = section_commands('README.md', '3. Load a checkpoint in your own script')
     assert len(commands) == 4 and sum('tools/export_checkpoint.py' in c for c in commands) == 2
     vit = PeCoViT(arch='test', img_size=32, patch_size=8, qkv_bias='qv', use_abs_pos_emb=False,
                   rel_pos_bias='per_block', layer_scale_init_value=0.1, out_type='avg_featmap',
@@ -528,15 +528,71 @@ def test_readme_export_commands_run_as_written(tmp_path):
         run_as_written(command, cwd=tmp_path)
 
 
+# the configs README's own-script block names -> the tiny configs that stand in for them, and the
+# host whose registry builds them
+OWN_SCRIPT_STANDINS = {
+    'configs/peco/finetune_vitb_in1k.py': ('configs/demo/finetune_tiny_cls.py', 'mmpretrain'),
+    'configs/peco/mask_rcnn_vitb_coco.py': ('configs/demo/mask_rcnn_tiny_shapes.py', 'mmdet'),
+    'configs/peco/upernet_vitb_ade20k.py': ('configs/demo/upernet_tiny_shapes.py', 'mmseg'),
+}
+
+
+def python_block(doc: str, heading: str) -> str:
+    """The first fenced python block under a Markdown heading."""
+    text = (ROOT / doc).read_text().split(f'\n## {heading}\n', 1)[1]
+    return text.split('```python\n', 1)[1].split('```', 1)[0]
+
+
+@pytest.mark.slow
+def test_readme_own_script_inference_runs_as_written(tmp_path):
+    """README's "Load a checkpoint in your own script": the block, as written, in a script run
+    from a folder where each config it names is the demo's tiny one of the same host and each
+    checkpoint is that model's weights saved as plain data: mmpretrain's inferencer, mmdet's
+    init_detector / inference_detector and mmseg's init_model / inference_model each give
+    their result for demo.jpg."""
+    import importlib
+
+    import numpy as np
+    import torch
+    from mmengine.config import Config
+    from mmengine.registry import DefaultScope
+    from PIL import Image
+    block = python_block('README.md', '3. Load a checkpoint in your own script')
+    named = re.findall(r"'(configs/peco/\w+\.py)',\s*(?:pretrained=)?'(work_dirs/[\w/.]+\.pth)'",
+                       block)
+    assert sorted(c for c, _ in named) == sorted(OWN_SCRIPT_STANDINS), named
+    for config, ckpt in named:
+        tiny, scope = OWN_SCRIPT_STANDINS[config]
+        (tmp_path / config).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / config).write_text(f'_base_ = {str(ROOT / tiny)!r}\n'
+                                       'model = dict(backbone=dict(init_cfg=None))\n')
+        cfg = Config.fromfile(str(tmp_path / config))
+        with DefaultScope.overwrite_default_scope(scope):
+            model = importlib.import_module(f'{scope}.registry').MODELS.build(cfg.model)
+        (tmp_path / ckpt).parent.mkdir(parents=True, exist_ok=True)
+        torch.save({'state_dict': model.state_dict(), 'meta': {}}, tmp_path / ckpt)
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (96, 128, 3), np.uint8)).save(
+        tmp_path / 'demo.jpg')
+    (tmp_path / 'own_script.py').write_text(
+        block + "print('result:', len(boxes), tuple(labels.shape), int(top1))\n")
+    env = dict(activated_env(), PYTHONPATH=str(ROOT))  # this checkout's peco_mm
+    proc = subprocess.run([sys.executable, 'own_script.py'], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    boxes, h, w, top1 = map(int, re.search(r'^result: (\d+) \((\d+), (\d+)\) (\d+)$',
+                                           proc.stdout, re.M).groups())
+    assert (h, w) == (96, 128) and 0 <= top1 < 3  # the label map at the image's size; 3 classes
+
+
 # ---- what a user decides by --------------------------------------------------------------------
 def _section(doc: str, heading: str) -> str:
     return (ROOT / doc).read_text().split(f'\n## {heading}\n', 1)[1].split('\n## ', 1)[0]
 
 
 def test_readme_says_what_has_and_has_not_been_run():
-    """README's list states the GPU-hours of stages 1-2 as docs/reproduce.md's estimate table
-    gives them, and that no checkpoint, real dataset or multi-GPU run exists."""
-    listed = ' '.join(_section('README.md', 'What has and has not been run').split())
+    """README's results list states the GPU-hours of stages 1-2 as docs/reproduce.md's estimate
+    table gives them, and that no checkpoint, real dataset or multi-GPU run exists."""
+    listed = ' '.join(_section('README.md', 'Results').split())
     assert 'No PeCo checkpoint exists yet' in listed
     assert 'Nothing has run on the real datasets' in listed
     assert 'Nothing has run on several GPUs' in listed
@@ -590,6 +646,41 @@ def test_model_zoo_and_benchmarks_no_longer_say_no_gpu_was_used():
         text = ' '.join((ROOT / doc).read_text().split())
         assert 'No GPU was available' not in text and 'no GPU was available' not in text, doc
     assert 'H200' in (ROOT / 'docs/model_zoo.md').read_text()
+
+
+def test_ci_runs_the_readmes_test_command():
+    """README's two commands are `make demo` and `make test`, and CI (.ci/run, a fresh clone)
+    runs that test command as written."""
+    commands = [_drop_comment(c) for c in section_commands('README.md', 'The two commands')]
+    assert commands == ['make demo', 'make test'], commands
+    ci = [ln.strip() for ln in (ROOT / '.ci' / 'run').read_text().splitlines()
+          if ln.strip() and not ln.lstrip().startswith('#')]
+    assert ci[-1] == commands[1], ci
+
+
+def test_local_folders_the_docs_recommend_are_ignored_by_git():
+    """Every dataset (`data/...`), weights file (`checkpoints/...`) and run (`work_dirs/...`)
+    path the docs name, and the report `make gpu-check` writes, is ignored by git; the
+    repository's own test data folders (tests/*/data/) and its sources are not."""
+    import shutil
+    if shutil.which('git') is None or not (ROOT / '.git').exists():
+        pytest.skip('not a git checkout')
+    named = set()
+    for src in DOCS:
+        for _, raw in extract(src)[2]:
+            tok = _strip(_strip(raw).split('](')[-1].split('=')[-1])
+            if re.fullmatch(r'(data|checkpoints|work_dirs)/[\w./{},<>*-]*', tok):
+                named.add(tok)
+    assert {'data/imagenet', 'checkpoints/mocov3_vit_base_300ep.pth'} <= named
+    kept = ['tests/ops/data/mmcv_ops_2.1.0.pt', 'tests/tokenizer/data/new.pth', 'configs/x.py',
+            'peco_mm/datasets/x.py']
+
+    def ignored(paths):
+        proc = subprocess.run(['git', 'check-ignore', '--no-index', '--stdin'], cwd=ROOT,
+                              input='\n'.join(paths) + '\n', capture_output=True, text=True)
+        return set(proc.stdout.split())
+    assert ignored(sorted(named) + ['gpu_check.md']) == named | {'gpu_check.md'}
+    assert not ignored(kept)
 
 
 # ---- documented commands, run as written -------------------------------------------------------
@@ -661,7 +752,8 @@ def test_documented_commands_run_as_written(tmp_path):
     make_class_folder(tmp_path / 'cls' / 'val', size=32, seed=1, per_class=2)
     (tmp_path / 'tiny.py').write_text(TINY_RUN.format(root=ROOT))
     preflight = documented('README.md', 'python tools/train.py CONFIG --preflight-only')
-    assert run_as_written(preflight.replace('CONFIG', 'tiny.py'), tmp_path) == ''  # all there
+    assert run_as_written(preflight.replace('CONFIG', 'tiny.py'), tmp_path).startswith(
+        'train.py: pre-flight of tiny.py passed: ')  # all there, one line
     train = re.sub(r'\s*\[.*\]', '', documented('README.md', 'python tools/train.py CONFIG ['))
     out = run_as_written(train.replace('CONFIG', 'tiny.py'), tmp_path)
     assert 'Iter(train) [2/2]' in out and 'Config:' not in out  # the config dump: in the log
@@ -739,6 +831,40 @@ def test_backbone_snippets_build_in_their_hosts(tmp_path):
             else:
                 out = model(x, mode='tensor')
                 assert out.shape[:2] == ((1, 150) if scope == 'mmseg' else (1, 1000)), where
+
+
+# the task a snippet of "Load a checkpoint in your own script" loads, by its host
+SNIPPET_TASKS = {'mmdet': 'mask_rcnn', 'mmseg': 'upernet', 'mmpretrain': 'classifier'}
+
+
+@pytest.mark.slow
+def test_own_script_snippets_load_the_launchers_checkpoints(tmp_path):
+    """getting_started's three own-script snippets, each run as written in a process of its own
+    (peco_mm importable, as installed, for the PeCo models' classes; its reader not used), on
+    tiny PeCoViT runs of tools/train.py: the work dir's config and checkpoint in place of the
+    snippet's, a 96x64 image as demo.jpg."""
+    import numpy as np
+    from PIL import Image
+
+    from tests.reliability.host_runs import train_host_runs
+    text = _section('docs/getting_started.md', 'Load a checkpoint in your own script')
+    blocks = re.findall(r'```python\n(.*?)```', text, re.S)
+    hosts = [re.match(r'from (mm\w+)', b).group(1) for b in blocks]
+    assert hosts == ['mmdet', 'mmseg', 'mmpretrain'], hosts
+    runs = train_host_runs(tmp_path / 'runs', peco=True)
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (64, 96, 3), dtype=np.uint8)
+                    ).save(tmp_path / 'demo.jpg')
+    for host, block in zip(hosts, blocks):
+        cfg, ckpt = runs[SNIPPET_TASKS[host]]
+        code = re.sub(r"'work_dirs/[\w/]+\.py'", repr(str(cfg)), block)
+        code = re.sub(r"'work_dirs/[\w/]+\.pth'", repr(str(ckpt)), code)
+        assert code.count(str(tmp_path)) == 2, code
+        code += '\nprint("result", type(result).__name__)\n'
+        proc = subprocess.run([sys.executable, '-c', code], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(ROOT)))
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        want = {'mmdet': 'DetDataSample', 'mmseg': 'SegDataSample', 'mmpretrain': 'dict'}[host]
+        assert proc.stdout.splitlines()[-1] == f'result {want}', proc.stdout
 
 
 if __name__ == '__main__':  # print every problem, grouped by check

@@ -78,30 +78,37 @@ def test_import_is_light_and_patches_nothing():
         'hosts []', 'patched False', 'lazy False', 'built PeCoMAEDecoder True True True']
 
 
-def test_checkpoints_of_our_launcher_keep_history_buffer_unpatched(tmp_path):
-    """The checkpoint hook drops HistoryBuffer's bound methods from the checkpoint's own copies
-    of the message hub; HistoryBuffer and the runner's buffers are left alone."""
+def test_checkpoints_of_our_launcher_store_history_buffers_as_plain_data(tmp_path):
+    """The checkpoint hook stores the message hub's HistoryBuffers as plain dicts (tensors of
+    the buffers' own dtype) in the checkpoint's copy: torch's weights-only loader reads the
+    file with no allow-list, and the buffers come back with the same values, bit for bit;
+    HistoryBuffer and the runner's buffers are left alone."""
+    import numpy as np
     import torch
     from mmengine.logging import HistoryBuffer, MessageHub
 
-    from peco_mm.checkpoint.mmengine_loaders import weights_only_message_hub
-    from peco_mm.checkpoint.reader import mmengine_checkpoint_types
+    from peco_mm.checkpoint.plain import history_buffers_restored, plain_checkpoint
     original = dict(HistoryBuffer.__dict__)
-    hub = MessageHub('test_weights_only_message_hub')
-    hub.update_scalar('train/loss', 1.0)
-    hub.update_scalar('train/loss', 3.0)
-    torch.save({'message_hub': weights_only_message_hub(hub.state_dict())}, tmp_path / 'a.pth')
+    hub = MessageHub('test_plain_message_hub')
+    for value in (1.0, 3.0, 0.1 + 0.2):
+        hub.update_scalar('train/loss', value)
+    hub.update_scalar('train/count', 7, count=3)
+    hub.update_info('eta', np.float64(12.25))  # mmengine stores numpy scalars too
+    torch.save(plain_checkpoint({'message_hub': hub.state_dict()}), tmp_path / 'a.pth')
     assert dict(HistoryBuffer.__dict__) == original
-    with torch.serialization.safe_globals(mmengine_checkpoint_types()):  # as the gate reads
-        loaded = torch.load(tmp_path / 'a.pth', weights_only=True)['message_hub']['log_scalars']
-    buf = loaded['train/loss']
-    assert type(buf) is HistoryBuffer and buf.current() == 3.0 and buf.mean() == 2.0
-    assert 'statistics_methods' not in vars(buf)
     assert type(hub.get_scalar('train/loss')) is HistoryBuffer  # the runner's own: untouched
-    torch.save({'message_hub': hub.state_dict()}, tmp_path / 'b.pth')  # mmengine's pickling
-    with torch.serialization.safe_globals(mmengine_checkpoint_types()), pytest.raises(
-            Exception, match='(?i)weights.only'):
-        torch.load(tmp_path / 'b.pth', weights_only=True)
+    loaded = torch.load(tmp_path / 'a.pth', weights_only=True)['message_hub']
+    assert loaded['runtime_info']['eta'] == 12.25 and type(loaded['runtime_info']['eta']) is float
+    assert set(loaded['log_scalars']['train/loss']) == {'log_history', 'count_history',
+                                                        'max_length'}
+    assert history_buffers_restored(loaded) == 2
+    for key in ('train/loss', 'train/count'):
+        buf, orig = loaded['log_scalars'][key], hub.get_scalar(key)
+        assert type(buf) is HistoryBuffer and buf.max_length == orig.max_length
+        for got, want in zip(buf.data, orig.data):
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+    assert loaded['log_scalars']['train/loss'].mean() == hub.get_scalar('train/loss').mean()
+    assert loaded['log_scalars']['train/count'].mean() == 7 / 3
 
 
 def test_a_transformers_that_breaks_mmpretrain_is_named(monkeypatch):

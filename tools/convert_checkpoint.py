@@ -13,7 +13,9 @@ arguments that load it, e.g. in a config:
     backbone=dict(type='PeCoViT', <printed arguments>,
                   init_cfg=dict(type='Pretrained', checkpoint='DST'))
 
-Every dropped, unrecognised, missing or unexpected key is printed by name. The source is read
+Every dropped, unrecognised, missing or unexpected key is reported: by name when a list is
+short, else as a count per group of names (`decoder_blocks.* (24)`); --verbose lists every
+key by name. The source is read
 with torch.load(weights_only=True); other pickled objects a file holds (e.g. the argparse
 namespaces of MAE / DINO training checkpoints) are read as inert stand-ins, whose names are
 printed: nothing of them runs (docs/security.md).
@@ -36,6 +38,7 @@ EPILOG = """examples:
       --per-block-rel-pos --img-size 512
   tools/convert_checkpoint.py dino_vitbase16_pretrain_full_checkpoint.pth dino.pth
 """
+LIST_LIMIT = 10  # longer key lists are summarised by group unless --verbose
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -54,6 +57,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument('--num-heads', type=int, default=None,
                         help='attention heads, when the weights do not say (no relative-'
                         'position table); default embed_dims // 64')
+    parser.add_argument('--verbose', action='store_true',
+                        help=f'list every key by name (default: a list of more than '
+                        f'{LIST_LIMIT} keys is summarised by name groups)')
     parser.add_argument('--unsafe-pickle', action='store_true', help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.unsafe_pickle:  # an earlier version's flag: files are read safely now
@@ -153,11 +159,29 @@ def config_repr(value) -> str:
     return repr(value)
 
 
-def print_keys(title: str, keys, reasons: dict | None = None) -> None:
-    keys = list(keys)
-    print(f'{title}: {len(keys)}')
+def key_groups(keys) -> dict:
+    """Keys grouped by their first name (`decoder_blocks.3.mlp.fc1.weight` -> `decoder_blocks`),
+    in the order the groups first appear."""
+    groups: dict = {}
     for k in keys:
-        print(f'  {k}' + (f'  ({reasons[k]})' if reasons and k in reasons else ''))
+        groups.setdefault(k.split('.', 1)[0], []).append(k)
+    return groups
+
+
+def print_keys(title: str, keys, reasons: dict | None = None, verbose: bool = False) -> None:
+    """`title: N`, then each key, or (more than LIST_LIMIT keys, without `verbose`) one line
+    per group of names: `  prefix.* (count)`, with the reason its keys share."""
+    keys, reasons = list(keys), reasons or {}
+    print(f'{title}: {len(keys)}')
+    if verbose or len(keys) <= LIST_LIMIT:
+        for k in keys:
+            print(f'  {k}' + (f'  ({reasons[k]})' if k in reasons else ''))
+        return
+    for prefix, members in key_groups(keys).items():
+        why = {reasons.get(k) for k in members}
+        why = f'  ({why.pop()})' if len(why) == 1 and None not in why else ''
+        print(f'  {members[0] if len(members) == 1 else f"{prefix}.* ({len(members)})"}{why}')
+    print('  (--verbose lists every key)')
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -171,10 +195,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f'source: {args.src} ({res.fmt}, backbone at {res.source})')
     for note in res.notes:
         print(f'note: {note}')
-    print_keys('dropped keys (not part of the backbone)', sorted(res.dropped), res.dropped)
-    print_keys('unrecognised keys (not converted)', res.unrecognised)
-    print_keys('missing keys (PeCoViT parameters the file does not provide)', res.missing)
-    print_keys('unexpected keys (in the file, not in PeCoViT)', res.unexpected)
+    v = args.verbose
+    print_keys('dropped keys (not part of the backbone)', sorted(res.dropped), res.dropped, v)
+    print_keys('unrecognised keys (not converted)', res.unrecognised, verbose=v)
+    print_keys('missing keys (PeCoViT parameters the file does not provide)', res.missing,
+               verbose=v)
+    print_keys('unexpected keys (in the file, not in PeCoViT)', res.unexpected, verbose=v)
     print(f'wrote {args.dst}: {res.num_tensors} tensors, {res.num_values / 1e6:.2f} M values')
     args_str = config_repr(res.pecovit_args)[len('dict('):-1]
     print(f'PeCoViT arguments: {args_str}')

@@ -24,7 +24,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/usage_args.sh" CONFIG NPROC -- "$@"
 source "$ROOT/tools/torchrun_args.sh"
 if [[ -z "${PECO_SKIP_PREFLIGHT:-}" && " ${ARGS[*]} " != *" --skip-preflight "* ]]; then
-  PYTHONPATH="$ROOT:${PYTHONPATH:-}" "$PY" "$ROOT/tools/train.py" "$CONFIG" --preflight-only \
+  PYTHONPATH="$TOOL_PYTHONPATH" "$PY" "$ROOT/tools/train.py" "$CONFIG" --preflight-only \
     "${ARGS[@]}" || exit $?
 fi
 torchrun_tool train.py "$CONFIG" --launcher pytorch "${ARGS[@]}"

@@ -11,6 +11,6 @@ SRUN=(-p "$PARTITION" --job-name="$JOB_NAME" --gres=gpu:"$GPUS_PER_NODE" --ntask
 # srun_tool TOOL ARGS...: tools/TOOL in every process srun starts; mmengine reads the rank, world
 # size and master address from slurm's variables, the port from MASTER_PORT
 srun_tool() {
-  PYTHONPATH="$ROOT:${PYTHONPATH:-}" MASTER_PORT="${PORT:-29500}" srun "${SRUN[@]}" \
+  PYTHONPATH="$TOOL_PYTHONPATH" MASTER_PORT="${PORT:-29500}" srun "${SRUN[@]}" \
     "$PY" -u "$ROOT/tools/$1" "${@:2}"
 }

@@ -30,6 +30,7 @@ Each finished run leaves <run>/result.json; a rerun skips it (delete the file to
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -96,6 +97,9 @@ def parse_args(argv=None):
                    help="replicates, each with its own world and runs (the profile's)")
     p.add_argument('--n-pretrain', type=int, default=None,
                    help="unlabeled world images (the profile's: full 5000, demo 2000)")
+    p.add_argument('--labels-per-class', type=int, default=None,
+                   help="labelled images per held-out class for few-label fine-tuning and "
+                   "segmentation (every profile's: 10)")
     p.add_argument('--val-per-class', type=int, default=None,
                    help="tuning and test images per held-out class (full 30, demo 20)")
     p.add_argument('--rotation', action=argparse.BooleanOptionalAction, default=None,
@@ -117,17 +121,7 @@ def parse_args(argv=None):
                    'only for their 1-NN shape accuracy beside the perceptual loss network\'s '
                    "in the report's stage checks (none in the full and demo profiles: MoCo v3 "
                    "trains minutes per replicate on 2 cores); '' for none")
-    p.add_argument('--bf16-targets', action='store_true',
-                   help='also pretrain PeCo with its frozen targets encoded in bf16 and '
-                   "fine-tune from it: a row 'PeCo, bf16 targets' beside the fp32 one")
-    p.add_argument('--device', default='cpu', choices=('cpu', 'cuda'),
-                   help='cpu (hides any GPU) or cuda (every run on the GPU)')
-    p.add_argument('--jobs', type=int, default=1,
-                   help='replicates trained as this many parallel processes (then the '
-                   'report); on one GPU, e.g. --device cuda --jobs 8')
-    p.add_argument('--only-replicates', default=None, metavar='R[,R]',
-                   help='train only these replicates and write no report (what --jobs '
-                   'starts; a plain call on the same --work-dir then writes the report)')
+    add_run_args(p)
     args = p.parse_args(argv)
     if args.replicates is not None and args.replicates < 1:
         p.error(f'--replicates must be >= 1, got {args.replicates}')
@@ -140,6 +134,34 @@ def parse_args(argv=None):
     except ValueError as e:
         p.error(str(e))
     return args
+
+
+def add_run_args(p: argparse.ArgumentParser) -> None:
+    """Where the runs go and what is kept: device, jobs, results, the plan."""
+    p.add_argument('--bf16-targets', action='store_true',
+                   help='also pretrain PeCo with its frozen targets encoded in bf16 and '
+                   "fine-tune from it: a row 'PeCo, bf16 targets' beside the fp32 one")
+    p.add_argument('--device', default='cpu', choices=('cpu', 'cuda'),
+                   help='cpu (hides any GPU) or cuda (every run on the GPU)')
+    p.add_argument('--jobs', type=int, default=1,
+                   help='replicates trained as this many parallel processes (then the '
+                   'report); on one GPU, e.g. --device cuda --jobs 8')
+    p.add_argument('--only-replicates', default=None, metavar='R[,R]',
+                   help='train only these replicates and write no report (what --jobs '
+                   'starts; a plain call on the same --work-dir then writes the report)')
+    p.add_argument('--results', default=None, metavar='DIR',
+                   help='keep small results here (e.g. docs/results/NAME, to commit): each '
+                   'replicate\'s metrics as it finishes, and a replicate already there is read, '
+                   'not run again; then the report, endpoints.json and run.json')
+    p.add_argument('--tuning-only', action='store_true',
+                   help='train the tuning world only and print what it chose and how well its '
+                   'perceptual network learned shape: the figures a plan states before the '
+                   'replicates run (needs no plan)')
+    p.add_argument('--plan', default=None, metavar='FILE',
+                   help='the plan fixed before the runs (docs/plans/*.md): its endpoints, '
+                   "planned columns and rows and equivalence margins give every line's role; "
+                   "the report names its sha256 (the profile's plan when it has one; 'none' "
+                   'for none)')
 
 
 def parse_iters(text: str | None) -> dict[str, int]:
@@ -217,6 +239,26 @@ def strip_jobs(argv: list[str]) -> list[str]:
     return out
 
 
+def study_plan(path: str | None, profile: dict):
+    """The plan the report is held to: `path`, else the profile's (none for 'none')."""
+    from peco_mm.tooling.study_plan import REPO, read_plan
+    path = path or profile.get('plan')
+    if not path or path == 'none':
+        return None
+    full = Path(path) if Path(path).is_absolute() or Path(path).exists() else REPO / path
+    if not full.is_file():
+        raise SystemExit(f'--plan {path}: no such plan file (expected a docs/plans/*.md)')
+    try:
+        plan = read_plan(full)
+    except ValueError as err:
+        raise SystemExit(f'--plan: {err}') from None
+    if plan.design.get('status', 'fixed') != 'fixed':
+        raise SystemExit(f'{path}: a plan with status {plan.design["status"]!r} governs no '
+                         'run; fix its figures from --tuning-only, set "status": "fixed" and '
+                         'commit it before the replicates run')
+    return plan
+
+
 def main(argv=None) -> Path:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
@@ -226,24 +268,26 @@ def main(argv=None) -> Path:
     import peco_mm  # noqa: F401
     from peco_mm.supervisor.console import fmt_time
     from peco_mm.tooling.study_runs import Study
-    from peco_mm.tooling.study_stages import run_replicate
     from peco_mm.tooling.study_tables import write_report
-    from peco_mm.tooling.study_tuning import stage_tuning
     study = Study(args.work_dir, args.profile, args.replicates, args.perceptual,
                   args.bf16_targets)
     study.change(n_pretrain=args.n_pretrain, val_per_class=args.val_per_class,
+                 per_class=args.labels_per_class,
                  iters=args.iters, rotate=args.rotation, knn_networks=args.knn_networks)
     if args.only_replicates is not None:
         study.only(args.only_replicates)
+    study.prereg = None if args.tuning_only else study_plan(args.plan, study.p)
     study.wd.mkdir(parents=True, exist_ok=True)
     load0 = os.getloadavg()
-    stage_tuning(study)  # the scratch rows' lr, once, before the replicates (jobs keep it)
+    tuning(study, args.results)  # the rows' lr, once, before the replicates
+    if args.tuning_only:
+        return tuning_report(study)
     if args.jobs > 1 and args.only_replicates is None:
         run_jobs(strip_jobs(argv), study.replicates, args.jobs)
         study.plan = study.make_plan()  # the runs are kept now: the report's call
     print(f'{args.title}: profile {args.profile}, replicates {study.replicates}, '
           f'{len(study.plan.runs)} runs, work dir {study.wd}', flush=True)
-    res = {r: run_replicate(study, r) for r in study.replicates}
+    res = {r: replicate(study, r, args.results) for r in study.replicates}
     if args.only_replicates is not None:
         print(f'[{fmt_time(time.time() - study.t0)}] replicates {study.replicates} done',
               flush=True)
@@ -252,7 +296,67 @@ def main(argv=None) -> Path:
     # checked as written (study_report.write_checked): exits non-zero on a contradiction
     report = write_report(study, res, args.title, time.time() - study.t0, load)
     print(f'[{fmt_time(time.time() - study.t0)}] report: {report} (checked)', flush=True)
+    if args.results:
+        from peco_mm.tooling.study_results import publish
+        print(f'results: {publish(study, args.results, argv, load)}', flush=True)
     return report
+
+
+def tuning(study, results: str | None) -> None:
+    """The tuning world's choices: read from `results` where a run kept them, else trained
+    (and kept there)."""
+    from peco_mm.tooling.study_tuning import stage_tuning
+    kept = Path(results or '') / 'tuning.json'
+    def grid(v):  # JSON keys back to numbers
+        return dict(v, scores={float(k): s for k, s in v['scores'].items()})
+    if results and kept.is_file():
+        data = json.loads(kept.read_text())
+        study.scratch_lr = {t: grid(v) for t, v in data['scratch'].items()}
+        study.row_lr = {t: {i: grid(v) for i, v in rows.items()}
+                        for t, rows in data['rows'].items()}
+        study.matched_iters = data.get('matched_iters', {})
+        study.plan = study.make_plan()
+        return
+    stage_tuning(study)
+    if results:
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(json.dumps(dict(scratch=study.scratch_lr, rows=study.row_lr,
+                                        matched_iters=study.matched_iters), indent=1) + '\n')
+
+
+def tuning_report(study) -> Path:
+    """Print (and write to <work dir>/tuning.md) the tuning world's choices and its
+    perceptual network's 1-NN shape accuracy on B's tuning half."""
+    from peco_mm.tooling.study_runs import TUNING_SEED
+    from peco_mm.tooling.study_stages import stage_networks
+    from peco_mm.tooling.study_tuning import row_tuning_line, tuning_line
+    m = stage_networks(study, TUNING_SEED)['perceptual']['metrics']
+    lines = [f'- Perceptual network ({study.perceptual}) on the tuning world (seed '
+             f'{TUNING_SEED}): 1-NN shape accuracy on B\'s tuning half {m["trained"]:.1f} %, the '
+             f'same ViT randomly initialised {sum(m["random"]) / len(m["random"]):.1f} % '
+             f'(chance {100 / 5:.1f} %).', tuning_line(study.scratch_lr),
+             row_tuning_line(study.row_lr)]
+    if study.matched_iters:
+        from peco_mm.tooling.study_tables import matched_words
+        lines.append(f'- Compute-matched scratch: {matched_words(study)}.')
+    out = study.wd / 'tuning.md'
+    out.write_text('\n'.join(filter(None, lines)) + '\n')
+    print(out.read_text(), flush=True)
+    return out
+
+
+def replicate(study, r: int, results: str | None) -> dict:
+    """Replicate r's results: its kept record in `results`, else its runs (then kept)."""
+    from peco_mm.tooling.study_results import load_replicate, save_replicate
+    from peco_mm.tooling.study_stages import run_replicate
+    res = load_replicate(results, r) if results else None
+    if res is not None:
+        print(f'rep{r}: read from {results} (finished earlier)', flush=True)
+        return res
+    res = run_replicate(study, r)
+    if results:
+        save_replicate(results, r, res)
+    return res
 
 
 if __name__ == '__main__':

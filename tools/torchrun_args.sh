@@ -12,10 +12,11 @@ else
 fi
 
 # torchrun_tool TOOL ARGS...: NPROC processes of tools/TOOL under torchrun, itself under a
-# supervisor that ends every process left when it exits, e.g. the data loader workers of a rank
-# the kernel killed (peco_mm/supervisor/process_tree.py)
+# supervisor that ends every process of torchrun's tree left when it exits, e.g. the data loader
+# workers of a rank the kernel killed, and nothing else (peco_mm/supervisor/process_tree.py).
+# python -P: `-m` would put the current directory first on torchrun's sys.path
 torchrun_tool() {
-  PYTHONPATH="$ROOT:${PYTHONPATH:-}" exec "$PY" "$ROOT/peco_mm/supervisor/process_tree.py" \
-    "$PY" -m torch.distributed.run "${TORCHRUN_ARGS[@]}" \
+  PYTHONPATH="$TOOL_PYTHONPATH" exec "$PY" "$ROOT/peco_mm/supervisor/process_tree.py" \
+    "$PY" -P -m torch.distributed.run "${TORCHRUN_ARGS[@]}" \
     --nproc_per_node="$NPROC" "$ROOT/tools/$1" "${@:2}"
 }

@@ -31,7 +31,7 @@ examples:
       train_dataloader.dataset.data_root=data/imagenet
   tools/train.py CONFIG --auto-scale-lr               # lr x total batch / base_batch_size
   tools/train.py CONFIG --no-validate --vis-backend tensorboard
-  tools/train.py CONFIG --preflight-only              # list every missing file, start nothing
+  tools/train.py CONFIG --preflight-only              # every check of the run, start nothing
   tools/dist_train.sh CONFIG 8 [flags]                # 8 processes on this node (torchrun)
   NNODES=2 NODE_RANK=0 MASTER_ADDR=10.0.0.1 tools/dist_train.sh CONFIG 8   # node 0 of 2
   GPUS=16 tools/slurm_train.sh PARTITION JOB CONFIG   # slurm
@@ -60,15 +60,17 @@ def parse_args(argv=None):
                         'optim_wrapper.optimizer.lr=1e-3',
                         scripts='dist_train.sh and slurm_train.sh')
     p.add_argument('--preflight-only', action='store_true',
-                   help='check every checkpoint and dataset the config reads, list the missing '
-                   'ones, and exit (dist_train.sh runs this before torchrun starts any rank)')
+                   help='run every check of the run (the checkpoints and datasets the config '
+                   'reads, unknown keys, the flags), list what fails or print a one-line '
+                   'summary, and exit (dist_train.sh runs this before torchrun starts any rank)')
     return cli.parse(p, argv)
 
 
 def preflight_only(args) -> int:
-    """Check the config's inputs as the run would; print the report; 0 when all are there.
-    peco_mm/supervisor/preflight.py is loaded on its own: `import peco_mm` registers every
-    model (torch, seconds), and the check needs only the config."""
+    """Every check of the run, nothing started; 0 when all pass. The inputs first, with
+    peco_mm/supervisor/preflight.py loaded on its own (no torch: missing files are named in a
+    second, before torchrun starts any rank); once they are all there, the launcher's other
+    checks (unknown keys, the flags; `import peco_mm`), which end in a one-line summary."""
     pre = check_environment.light_module('supervisor/preflight.py')
     cfg = pre.load(args.config, args.cfg_options, no_validate=args.no_validate)
     cfg.work_dir = args.work_dir or cfg.get('work_dir') or osp.join(
@@ -76,7 +78,10 @@ def preflight_only(args) -> int:
     problems = pre.find_problems(cfg, 'train', resume=args.resume)
     if problems:
         print(pre.report(problems, args.config), file=sys.stderr)
-    return 1 if problems else 0
+        return 1
+    sys.path.insert(0, ROOT)
+    return cli.check_all(args, 'train', files_checked=True, resume=args.resume, amp=args.amp,
+                         no_validate=args.no_validate, auto_scale_lr=args.auto_scale_lr)
 
 
 def main(argv=None):

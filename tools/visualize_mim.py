@@ -9,8 +9,10 @@ CONFIG is the pretraining config (sizes, normalisation, tokenizer); CHECKPOINT h
 the head and the tokenizer's encoder and codebook; the decoder comes from the tokenizer
 checkpoint (default: the one in the config). BEiT's config (DALL-E codes, PeCo Fig. 4's
 other side) draws with DALL-E's decoder, `--dalle-decoder` (OpenAI's decoder.pkl, read
-without running it). Writes OUT/<image name>.png for each image and OUT/grid.png with all
-rows.
+without running it). IMAGES are image files or folders (the images under a folder, sorted,
+at most --num of them). Writes OUT/<image name>.png for each image and OUT/grid.png with all
+rows, and lists them in OUT/visualize_mim_files.json: a rerun into the same folder first
+removes the files of that list (and no other file), so OUT holds one run's images.
 """
 import argparse
 import os
@@ -36,11 +38,14 @@ def parse_args(argv=None):
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('config')
     p.add_argument('checkpoint')
-    p.add_argument('images', nargs='+')
+    p.add_argument('images', nargs='+', help='image files or folders of images')
     p.add_argument('--out', required=True, help='output folder')
     p.add_argument('--num-masked', type=int, default=None,
                    help="masked patches per image (default: the config's mask generator)")
     p.add_argument('--min-block', type=int, default=None, help='smallest mask block')
+    p.add_argument('--num', type=int, default=8,
+                   help='at most this many images of each folder given (8); files named are '
+                   'all drawn')
     p.add_argument('--tokenizer', help="tokenizer checkpoint with the decoder (default: the "
                    "config's target_generator checkpoint)")
     p.add_argument('--dalle-decoder', help="DALL-E's decoder weights (OpenAI's decoder.pkl), "
@@ -77,13 +82,85 @@ def mask_generator(pipeline: list, grid: tuple[int, int], num_masked: int | None
     return TRANSFORMS.build(step)
 
 
-def view_sizes(cfg) -> tuple[int, int | None]:
-    crop = find_step(cfg.train_dataloader.dataset.pipeline,
-                     'RandomResizedCropAndInterpolationWithTwoPic') or {}
+def view_sizes(cfg, pipeline: list) -> tuple[int, int | None]:
+    crop = find_step(pipeline, 'RandomResizedCropAndInterpolationWithTwoPic') or {}
     size = crop.get('size', cfg.model.backbone.get('img_size', 224))
     second = crop.get('second_size')
     as_int = (lambda s: s if s is None or isinstance(s, int) else int(s[0]))
     return as_int(size), as_int(second)
+
+
+def image_files(paths: list[str], num: int) -> list[str]:
+    """The files named, and up to `num` images under each folder named (sorted); a one-line
+    error for a path that is neither, or a folder without images."""
+    from peco_mm.tooling.images import find_images
+    files = []
+    for path in paths:
+        if osp.isdir(path):
+            try:
+                files += find_images(path)[:num]
+            except FileNotFoundError as err:
+                raise SystemExit(f'visualize_mim.py: {err}') from None
+        elif osp.isfile(path):
+            files.append(path)
+        else:
+            raise SystemExit(f'visualize_mim.py: {path!r} not found; give image files or '
+                             'folders of images')
+    return files
+
+
+def output_names(files: list[str]) -> list[str]:
+    """One PNG name per image: its own name; with the parent folder's name in front where
+    two images share a name (and a number where that is not enough)."""
+    stems = [osp.splitext(osp.basename(f))[0] for f in files]
+    names = []
+    for f, stem in zip(files, stems):
+        name = stem if stems.count(stem) == 1 else \
+            f'{osp.basename(osp.dirname(osp.abspath(f)))}_{stem}'
+        base, k = name, 2
+        while f'{name}.png' in names or name == 'grid':
+            name, k = f'{base}_{k}', k + 1
+        names.append(f'{name}.png')
+    return names
+
+
+MANIFEST = 'visualize_mim_files.json'
+
+
+def start_output(out: str, names: list[str]) -> None:
+    """Make OUT hold this run's files only: remove the files the previous run listed in OUT's
+    manifest (plain files directly in OUT; nothing else is touched), then list this run's."""
+    import json
+    os.makedirs(out, exist_ok=True)
+    manifest = osp.join(out, MANIFEST)
+    try:
+        with open(manifest) as f:
+            old = json.load(f).get('files', [])
+    except (OSError, ValueError, AttributeError):
+        old = []
+    for name in old if isinstance(old, list) else []:
+        path = osp.join(out, str(name))
+        if osp.basename(str(name)) == name and osp.isfile(path) and not osp.islink(path):
+            os.remove(path)
+    with open(manifest, 'w') as f:
+        json.dump(dict(tool='tools/visualize_mim.py', files=names), f, indent=1)
+
+
+def tokenizer_checkpoint(tg: dict, tokenizer: str | None) -> str:
+    """The tokenizer checkpoint whose decoder draws the codes: --tokenizer, else the config's
+    target_generator checkpoint; a one-line error naming the option and the path when the
+    file is not there."""
+    if tokenizer:
+        if not osp.isfile(tokenizer):
+            raise SystemExit(f'visualize_mim.py: --tokenizer {tokenizer!r} not found')
+        return tokenizer
+    default = tg.get('checkpoint')
+    if not default or not osp.isfile(str(default)):
+        raise SystemExit(
+            f"visualize_mim.py: the config's tokenizer checkpoint "
+            f'(model.target_generator.checkpoint={default!r}) not found; pass --tokenizer '
+            'PATH, the tokenizer checkpoint whose decoder draws the reconstruction')
+    return str(default)
 
 
 def build_model(cfg, checkpoint: str, tokenizer: str | None, device: str,
@@ -108,17 +185,13 @@ def build_model(cfg, checkpoint: str, tokenizer: str | None, device: str,
     elif tg.get('type') != 'FrozenPeCoTokenizer':
         raise TypeError(f"target_generator {tg.get('type')!r} has no decoder; reconstructions "
                         'need a FrozenPeCoTokenizer, or DALL-E with --dalle-decoder')
-    else:
-        tokenizer = tokenizer or tg.get('checkpoint')
-        if not tokenizer or not osp.isfile(tokenizer):
-            raise FileNotFoundError(f'tokenizer checkpoint {tokenizer!r} not found (its decoder '
-                                    'draws the reconstruction); pass --tokenizer PATH')
-        tg.update(with_decoder=True, checkpoint=tokenizer)  # encoder, codebook and decoder
+    else:  # encoder, codebook and decoder
+        tg.update(with_decoder=True, checkpoint=tokenizer_checkpoint(tg, tokenizer))
+    if not osp.isfile(checkpoint):
+        raise SystemExit(f'visualize_mim.py: pretraining checkpoint {checkpoint!r} not found')
     model_cfg['target_generator'] = tg
     model_cfg.setdefault('data_preprocessor', cfg.get('data_preprocessor'))
     model = MODELS.build(model_cfg)
-    if not osp.isfile(checkpoint):
-        raise FileNotFoundError(f'pretraining checkpoint {checkpoint!r} not found')
     from peco_mm.checkpoint import read_checkpoint
     state = read_checkpoint(checkpoint)
     state = state.get('state_dict', state)
@@ -131,61 +204,71 @@ def build_model(cfg, checkpoint: str, tokenizer: str | None, device: str,
     return model, (dalle or model.target_generator).decode
 
 
+def draw_row(model, decode, masker, path: str, size: int, second: int | None):
+    """(row (3, H, W, 3) uint8: original | masked | reconstruction, masked patches, masked-token
+    accuracy) for one image."""
+    import numpy as np
+    import torch
+    from PIL import Image
+
+    from peco_mm.tooling.images import read_rgb
+    from peco_mm.utils.image import to_uint8
+    rgb = read_rgb(path, size)
+    views = [rgb] + ([read_rgb(path, second)] if second else [])
+    # the data preprocessor expects BGR uint8 (B, 3, H, W), as LoadImageFromFile gives
+    inputs = [torch.from_numpy(v[..., ::-1].copy()).permute(2, 0, 1)[None] for v in views]
+    data = model.data_preprocessor(dict(inputs=inputs, data_samples=None))
+    img, target_img = data['inputs'][0], data['inputs'][-1]
+    mask = torch.from_numpy(masker.generate())[None].to(img.device)  # (1, h, w)
+    with torch.no_grad():
+        codes = model.tokenize(target_img)  # (1, h, w)
+        pred = model.predict_codes(img, mask)  # (1, h, w)
+        mixed = torch.where(mask.bool(), pred, codes)
+        recon = decode(mixed)  # (1, 3, H, W) in [-1, 1]
+    recon = to_uint8(recon[0], [127.5] * 3, [127.5] * 3)
+    if recon.shape[:2] != rgb.shape[:2]:
+        recon = np.asarray(Image.fromarray(recon).resize(rgb.shape[1::-1], Image.BICUBIC))
+    p = model.backbone.patch_size
+    pixel_mask = mask[0].cpu().numpy().repeat(p, 0).repeat(p, 1)[..., None]
+    masked = np.where(pixel_mask, np.uint8(127), rgb)
+    acc = (pred == codes)[mask.bool()].float().mean().item()
+    return np.stack([rgb, masked, recon]), int(mask.sum()), acc
+
+
 def main(argv=None):
     args = parse_args(argv)
     sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))  # run from any folder
     import numpy as np
     import torch
     from mmengine.config import Config
-    from PIL import Image
 
     import peco_mm  # noqa: F401  (registers peco_mm types)
-    from peco_mm.utils.image import image_grid, to_uint8
-    from peco_mm.tooling.images import read_rgb, save_png
+    from peco_mm.datasets.wrapped import dataset_pipeline
+    from peco_mm.tooling.images import save_png
+    from peco_mm.utils.image import image_grid
+    from peco_mm.utils.quiet import quiet_pkg_resources
     args.device = args.device or ('cuda' if torch.cuda.is_available() else 'cpu')
-    for path in args.images:
-        if not osp.isfile(path):
-            raise SystemExit(f'visualize_mim.py: image {path!r} not found')
-    cfg = Config.fromfile(args.config)
+    files = image_files(args.images, args.num)
+    if not osp.isfile(args.config):
+        raise SystemExit(f'visualize_mim.py: config {args.config!r} not found')
+    with quiet_pkg_resources():  # mmengine resolving `mmpretrain::` bases imports it
+        cfg = Config.fromfile(args.config)
+    pipeline = dataset_pipeline(cfg)  # through the dumped config's BadSampleGuard
     torch.manual_seed(args.seed)
     np.random.seed(args.seed)
     model, decode = build_model(cfg, args.checkpoint, args.tokenizer, args.device,
                                 args.dalle_decoder)
-    pre = model.data_preprocessor
-    size, second = view_sizes(cfg)
+    size, second = view_sizes(cfg, pipeline)
     grid = (size // model.backbone.patch_size, ) * 2
+    masker = mask_generator(pipeline, grid, args.num_masked, args.min_block)
 
-    masker = mask_generator(cfg.train_dataloader.dataset.pipeline, grid, args.num_masked,
-                            args.min_block)
-
-    os.makedirs(args.out, exist_ok=True)
+    names = output_names(files)
+    start_output(args.out, names + ['grid.png'])
     rows = []
-    for path in args.images:
-        rgb = read_rgb(path, size)
-        views = [rgb] + ([read_rgb(path, second)] if second else [])
-        # the data preprocessor expects BGR uint8 (B, 3, H, W), as LoadImageFromFile gives
-        inputs = [torch.from_numpy(v[..., ::-1].copy()).permute(2, 0, 1)[None] for v in views]
-        data = pre(dict(inputs=inputs, data_samples=None))
-        img, target_img = data['inputs'][0], data['inputs'][-1]
-        mask = torch.from_numpy(masker.generate())[None].to(img.device)  # (1, h, w)
-        with torch.no_grad():
-            codes = model.tokenize(target_img)  # (1, h, w)
-            pred = model.predict_codes(img, mask)  # (1, h, w)
-            mixed = torch.where(mask.bool(), pred, codes)
-            recon = decode(mixed)  # (1, 3, H, W) in [-1, 1]
-        recon = to_uint8(recon[0], [127.5] * 3, [127.5] * 3)
-        if recon.shape[:2] != rgb.shape[:2]:
-            recon = np.asarray(Image.fromarray(recon).resize(rgb.shape[1::-1], Image.BICUBIC))
-        p = model.backbone.patch_size
-        pixel_mask = mask[0].cpu().numpy().repeat(p, 0).repeat(p, 1)[..., None]
-        masked = np.where(pixel_mask, np.uint8(127), rgb)
-        row = np.stack([rgb, masked, recon])  # (3, H, W, 3)
-        acc = (pred == codes)[mask.bool()].float().mean().item()
-        name = osp.splitext(osp.basename(path))[0]
-        if osp.isfile(osp.join(args.out, f'{name}.png')) and rows:  # same name, other folder
-            name = f'{osp.basename(osp.dirname(osp.abspath(path)))}_{name}'
-        save_png(image_grid([row]), osp.join(args.out, f'{name}.png'))
-        print(f'{name}: {int(mask.sum())} masked patches, masked-token accuracy {acc:.3f}')
+    for path, name in zip(files, names):
+        row, num_masked, acc = draw_row(model, decode, masker, path, size, second)
+        save_png(image_grid([row]), osp.join(args.out, name))
+        print(f'{name[:-4]}: {num_masked} masked patches, masked-token accuracy {acc:.3f}')
         rows.append(row)
     save_png(image_grid(rows), osp.join(args.out, 'grid.png'))
     print(f'wrote {len(rows)} rows to {osp.join(args.out, "grid.png")}')

@@ -1,7 +1,9 @@
 # Stage 4 of the photo toys: Mask R-CNN 1x on the 4-scale adapter + FPN
 # (configs/peco/mask_rcnn_vitb_coco.py: layer decay 0.75, AdamW) at toy scale on the demo's
 # COCO-layout set (two shapes per photo crop, 96x128, 3 categories): the stage-3 toy PeCoViT
-# (width 64, 4 blocks, 8 px patches), 32-channel FPN and heads. From scratch:
+# (width 64, 4 blocks, 8 px patches; the adapter's 2x-up / identity / 2x-down / 4x-down layout
+# puts the pyramid at strides 4/8/16/32, those mmdet's anchors and RoI extractors assume, as the
+# 16 px patches' 4x / 2x / 1x / 0.5x do), 32-channel FPN and heads. From scratch:
 #   --cfg-options model.backbone.init_cfg=None
 # Deviations: constant lr 1e-3, images 128x96 instead of 1333x800, epochs set by the demo.
 _base_ = '../peco/mask_rcnn_vitb_coco.py'
@@ -13,6 +15,7 @@ max_epochs = 4  # x 40 images
 model = dict(
     backbone=dict(arch=dict(_delete_=True, embed_dims=64, num_layers=4, num_heads=4),
                   img_size=64, patch_size=8, drop_path_rate=0.0,
+                  pyramid=dict(scales=(2, 1, 0.5, 0.25)),
                   init_cfg=dict(checkpoint=pretrained)),
     neck=dict(in_channels=[64] * 4, out_channels=32),
     rpn_head=dict(in_channels=32, feat_channels=32),

@@ -1,40 +1,44 @@
-"""How much one checkpoint read may allocate, and how deep what it holds may nest.
+"""How much one checkpoint read may allocate, and how large and deep what it holds may be.
 
 torch's weights-only unpickler runs nothing but a few allow-listed constructors, yet those
 can be asked for any size: `bytearray(1_500_000_000)` takes 350 bytes of pickle, a
-`torch.FloatTensor(n)` or a storage of `n` elements as many bytes as `n` says, and a zip
-archive's compressed entries unpack to far more than the file's size. Before torch reads a
-file, `check_read_budget` adds up, without running anything, what the read would allocate:
+`torch.FloatTensor(n)`, a storage or a numpy array as many bytes as `n` says, and a zip
+archive's compressed entries unpack to far more than the file's size; a dict key built of
+one tuple shared 40 times over makes the unpickler hash 2^40 tuples. Before torch reads a
+file, `check_read_budget` reads it the way torch will, without running anything:
 
-- the unpacked size of every zip entry (what torch's reader decompresses);
-- from the pickle opcodes (`pickletools`, which runs nothing, played on a model of the
-  unpickler's stack): every storage the file declares (elements x element size, once per
-  storage) and every allow-listed constructor called with a size (`bytearray`, tensor and
-  storage classes, numpy's array reconstructor, quantized tensors);
+- the format by the first bytes, as torch decides it (a zip archive, or a legacy file);
+- in a zip archive, every entry name once (readers disagree on which of two entries of one
+  name counts), the unpacked size of every entry, and the pickle torch reads (`data.pkl` in
+  the folder of the archive's first entry); in a legacy file its five pickles;
+- from the pickle opcodes (`pickle_model`, played on a model of the unpickler's stack):
+  every storage and every allow-listed constructor's allocation, sizes that are plain
+  numbers, dict keys and set items of plain values, numpy arrays of numbers only, and an
+  object graph that shared references expand by at most `MAX_SHARED_EXPANSION` objects
+  beyond those the file writes;
 
-and refuses the file, in one line naming it, when either is above the budget: twice the
-file's size plus `PECO_MM_READ_BUDGET_MB` (256 MiB by default). A real checkpoint
-allocates about its own size. After the read, `check_nesting` refuses data nested deeper
-than `MAX_NESTING` levels (walked once per shared object, never recursively), which every
-later recursive walk (repr, copy, comparison) would fail on.
+and refuses the file, in one line naming it, when any fails or the allocations add up to
+more than the budget: twice the file's size plus `PECO_MM_READ_BUDGET_MB` (256 MiB by
+default). A real checkpoint allocates about its own size. After the read, `check_nesting`
+refuses data nested deeper than `MAX_NESTING` levels (walked once per shared object, never
+recursively), which every later recursive walk (repr, copy, comparison) would fail on.
 """
 from __future__ import annotations
 
-import contextlib
-import math
+import io
 import os
-import pickletools
-import warnings
 import zipfile
+
+from .pickle_model import MAX_SHARED_EXPANSION, PickleModel, Refusal
 
 BUDGET_ENV = 'PECO_MM_READ_BUDGET_MB'
 DEFAULT_BUDGET_MB = 256
 MAX_NESTING = 100
-LEGACY_PICKLES = 4  # a legacy torch file: magic number, protocol, system info, the object
-
-
-class Global(str):
-    """A global the pickle names (its 'module.name'), as the model of the stack holds it."""
+# a legacy torch file: magic number, protocol, system info, the object, its storage keys
+LEGACY_PICKLES = 5
+ZIP_MAGIC = b'PK\x03\x04'  # torch reads a file as a zip archive when it begins so
+__all__ = ['BUDGET_ENV', 'MAX_SHARED_EXPANSION', 'check_nesting', 'check_read_budget',
+           'read_limit', 'torch_pickle_member']
 
 
 def read_limit(path: str) -> int:
@@ -45,156 +49,91 @@ def read_limit(path: str) -> int:
 
 def check_read_budget(path: str) -> None:
     """Raise ValueError (one line naming `path`) when reading it would allocate more than
-    `read_limit`: its zip entries unpacked, or the storages and sized constructors of its
-    pickles."""
+    `read_limit`, or its pickle holds what `pickle_model` refuses (a size that is no plain
+    number, a shared dict key, an object array, a graph that shared references blow up),
+    or its zip archive names an entry twice."""
     limit = read_limit(path)
-    over = f'more than a read may allocate ({limit} bytes: twice the file size plus ' \
-           f'{BUDGET_ENV}={os.environ.get(BUDGET_ENV, DEFAULT_BUDGET_MB)}); not read'
-    if zipfile.is_zipfile(path):
-        with zipfile.ZipFile(path) as zf:
-            unpacked = sum(info.file_size for info in zf.infolist())
-            if unpacked > limit:
-                raise ValueError(f'{path}: its zip entries unpack to {unpacked} bytes, {over}')
-            pickles = [n for n in zf.namelist() if n.endswith('/data.pkl') or n == 'data.pkl']
-            if not pickles:
-                return
-            with zf.open(pickles[0]) as f:
-                size, what = pickle_allocations(f, 1)
-    else:
+    try:
+        model = play_pickles(path, limit)
+    except Refusal as err:
+        raise ValueError(f'{path}: {err}; not read') from None
+    except Exception as err:  # noqa: BLE001 (a pickle the model cannot follow: refused)
+        raise ValueError(f'{path}: the read check cannot follow its pickle '
+                         f'({type(err).__name__}: {str(err)[:200]}); not read') from None
+    if model.unresolved:
+        raise ValueError(f'{path}: what {model.unresolved} allocates cannot be read off the '
+                         'file as a plain number (a size given as a numpy integer, a call '
+                         'result or a list, an unknown codec); a checkpoint gives sizes as '
+                         'plain integers; not read')
+    if model.total > limit:
+        raise ValueError(f'{path}: reading it would allocate {model.total} bytes '
+                         f'({model.largest}), {over_budget(limit)}; not read')
+
+
+def over_budget(limit: int) -> str:
+    return (f'more than a read may allocate ({limit} bytes: twice the file size plus '
+            f'{BUDGET_ENV}={os.environ.get(BUDGET_ENV, DEFAULT_BUDGET_MB)})')
+
+
+def play_pickles(path: str, limit: int) -> PickleModel:
+    """The model after playing the pickles torch reads from `path`; Refusal for a zip
+    archive that names an entry twice or unpacks to more than `limit` bytes."""
+    model = PickleModel()
+    if not is_torch_zip(path):
         with open(path, 'rb') as f:
-            size, what = pickle_allocations(f, LEGACY_PICKLES)
-    if size > limit:
-        raise ValueError(f'{path}: reading it would allocate {size} bytes ({what}), {over}')
+            model.walk(f, LEGACY_PICKLES)
+        return model
+    try:
+        zf = zipfile.ZipFile(path)
+    except (zipfile.BadZipFile, OSError, EOFError):
+        return model  # no readable archive: torch's refusal says so
+    with zf:
+        unpacked = check_zip_entries(zf)
+        if unpacked > limit:
+            raise Refusal(f'its zip entries unpack to {unpacked} bytes, {over_budget(limit)}')
+        member = torch_pickle_member(zf)
+        if member is not None:
+            with zf.open(member) as raw, io.BufferedReader(raw, 1 << 20) as f:
+                model.walk(f, 1)
+    return model
 
 
-def pickle_allocations(f, count: int) -> tuple[int, str]:
-    """(bytes the next `count` pickles of `f` would allocate, the largest item named), read
-    from their opcodes on a model of the weights-only unpickler's stack (nothing is run).
-    Unreadable opcodes end the count: the unpickler refuses them itself."""
-    model = StackModel()
-    with contextlib.suppress(ValueError, IndexError, KeyError, EOFError, TypeError):
-        for _ in range(count):
-            for op, arg, _pos in pickletools.genops(f):
-                model.step(op.name, arg)
-    return model.total, model.largest
+def is_torch_zip(path: str) -> bool:
+    """Whether torch reads `path` as a zip archive: it begins with a zip entry's header
+    (whatever else lies at its end: Python's zipfile looks there, torch does not)."""
+    with open(path, 'rb') as f:
+        return f.read(len(ZIP_MAGIC)) == ZIP_MAGIC
 
 
-class StackModel:
-    """The weights-only unpickler's stack, holding only what sizes an allocation: ints,
-    tuples, and the globals named; everything else is None."""
+def check_zip_entries(zf: zipfile.ZipFile) -> int:
+    """The bytes `zf`'s entries unpack to; Refusal when two entries share a name (compared
+    as torch's zip reader compares them: the stored bytes, ASCII case ignored)."""
+    seen: dict[bytes, int] = {}
+    for info in zf.infolist():
+        key = raw_name(info).lower()
+        seen[key] = seen.get(key, 0) + 1
+    twice = [(name, n) for name, n in seen.items() if n > 1]
+    if twice:
+        name, n = twice[0]
+        raise Refusal(f'its zip archive holds {n} entries named {name.decode("latin-1")!r} '
+                      '(zip readers disagree on which one counts); each entry name must '
+                      'appear once')
+    return sum(info.file_size for info in zf.infolist())
 
-    def __init__(self) -> None:
-        self.stack: list = []
-        self.marks: list[list] = []
-        self.memo: dict = {}
-        self.storages: set = set()
-        self.total, self.largest, self.top = 0, 'nothing', 0
 
-    def step(self, name: str, arg) -> None:
-        """Play one opcode (the ops the weights-only unpickler reads; it refuses others)."""
-        stack = self.stack
-        if name == 'GLOBAL':
-            stack.append(global_name(arg))
-        elif name in ('BININT', 'BININT1', 'BININT2', 'LONG1'):
-            stack.append(arg)
-        elif name in ('BINPUT', 'LONG_BINPUT'):
-            self.memo[arg] = stack[-1]
-        elif name in ('BINGET', 'LONG_BINGET'):
-            stack.append(self.memo[arg])
-        elif name == 'MARK':
-            self.marks.append(stack)
-            self.stack = []
-        elif name == 'TUPLE':
-            items, self.stack = self.stack, self.marks.pop()
-            self.stack.append(tuple(items))
-        elif name in ('TUPLE1', 'TUPLE2', 'TUPLE3'):
-            n = int(name[-1])
-            stack[-n:] = [tuple(stack[-n:])]
-        elif name in ('APPENDS', 'SETITEMS'):
-            self.stack = self.marks.pop()
-        elif name in ('APPEND', 'BUILD'):
-            stack.pop()
-        elif name == 'SETITEM':
-            del stack[-2:]
-        elif name == 'REDUCE':
-            args = stack.pop()
-            stack[-1] = self.call(stack[-1], args)
-        elif name == 'NEWOBJ':
-            args = stack.pop()
-            stack[-1] = self.call(stack[-1], args, result=False)
-        elif name == 'BINPERSID':
-            stack[-1] = self.storage(stack[-1])
-        elif name == 'EMPTY_TUPLE':
-            stack.append(())
-        elif name not in ('PROTO', 'STOP'):
-            stack.append(None)  # strings, floats, None, booleans, empty containers
-
-    def call(self, func, args, result: bool = True):
-        """What calling `func(*args)` pushes; its allocation counted."""
-        if not isinstance(func, Global) or not isinstance(args, tuple):
-            return None
-        self.add(constructor_bytes(func, args), f'{func}(...)')
-        return args[0] if result and func == 'torch.Size' and args else None
-
-    def storage(self, pid):
-        """A storage the file declares: ('storage', type, key, location, elements, ...)."""
-        if (isinstance(pid, tuple) and len(pid) >= 5 and isinstance(pid[4], int)
-                and pid[2] not in self.storages):
-            self.storages.add(pid[2])
-            self.add(pid[4] * element_size(pid[1]), f'a storage of {pid[4]} elements')
+def torch_pickle_member(zf: zipfile.ZipFile) -> zipfile.ZipInfo | None:
+    """The entry torch unpickles: `data.pkl` in the folder of the archive's first entry
+    (None when there is none: torch refuses the file itself)."""
+    infos = zf.infolist()
+    if not infos or b'/' not in raw_name(infos[0]):
         return None
-
-    def add(self, size: int, what: str) -> None:
-        self.total += size
-        if size > self.top:
-            self.top, self.largest = size, what
+    wanted = raw_name(infos[0]).split(b'/', 1)[0].lower() + b'/data.pkl'
+    return next((info for info in infos if raw_name(info).lower() == wanted), None)
 
 
-def global_name(arg: str) -> Global:
-    """GLOBAL's 'module name' as the unpickler resolves it ('__builtin__ bytearray', as
-    protocol 2 writes it, is 'builtins.bytearray')."""
-    from _compat_pickle import IMPORT_MAPPING, NAME_MAPPING
-    module, _, name = arg.partition(' ')
-    module, name = NAME_MAPPING.get((module, name), (IMPORT_MAPPING.get(module, module), name))
-    return Global(f'{module}.{name}')
-
-
-def constructor_bytes(name: str, args: tuple) -> int:
-    """The bytes an allow-listed constructor allocates for `args` (0 for the others)."""
-    if name == 'builtins.bytearray':
-        return args[0] if args and isinstance(args[0], int) else 0
-    if name.endswith('._rebuild_qtensor'):
-        return 8 * _product(args[2:3])
-    if name.endswith('._reconstruct'):  # numpy's ndarray reconstructor: (type, shape, dtype)
-        return 8 * _product(args[1:2])
-    if name.startswith('torch.') and name.endswith(('Tensor', 'Storage')):
-        return 8 * _product(args)
-    return 0
-
-
-def _product(values) -> int:
-    """The product of the ints in `values` and in its tuples (sizes); 0 when there are
-    none."""
-    ints = []
-    for v in values:
-        if isinstance(v, int) and not isinstance(v, bool):
-            ints.append(v)
-        elif isinstance(v, tuple):
-            ints += [i for i in v if isinstance(i, int) and not isinstance(i, bool)]
-    return math.prod(max(i, 0) for i in ints) if ints else 0
-
-
-def element_size(storage_type) -> int:
-    """Bytes per element of a storage class the pickle names ('torch.HalfStorage' -> 2;
-    untyped storages count bytes; 8 for a name not known)."""
-    import torch
-    short = str(storage_type).rsplit('.', 1)[-1]
-    if short == 'UntypedStorage':
-        return 1
-    with warnings.catch_warnings():  # TypedStorage's deprecation note
-        warnings.simplefilter('ignore')
-        dtype = getattr(getattr(torch, short, None), 'dtype', None)
-    return dtype.itemsize if isinstance(dtype, torch.dtype) else 8
+def raw_name(info: zipfile.ZipInfo) -> bytes:
+    """An entry's name as stored (Python's `filename` is cut at a NUL byte, torch's is not)."""
+    return info.orig_filename.encode('utf-8' if info.flag_bits & 0x800 else 'cp437')
 
 
 def check_nesting(obj, path: str, limit: int = MAX_NESTING) -> None:

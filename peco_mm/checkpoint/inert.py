@@ -22,7 +22,7 @@ import zipfile
 
 import torch
 
-from .budget import LEGACY_PICKLES
+from .budget import LEGACY_PICKLES, is_torch_zip, torch_pickle_member
 
 STRING_OPS = {'SHORT_BINUNICODE', 'BINUNICODE', 'BINUNICODE8', 'UNICODE', 'SHORT_BINSTRING',
               'BINSTRING', 'STRING'}
@@ -87,12 +87,12 @@ def pickled_globals(path: str) -> set[str]:
     """'module.name' of every global the file's pickles name, read from their opcodes
     (`pickletools`, which runs nothing): GLOBAL's argument, and for STACK_GLOBAL the two
     strings pushed before it."""
-    if zipfile.is_zipfile(path):
+    if is_torch_zip(path):
         with zipfile.ZipFile(path) as zf:
-            data = [n for n in zf.namelist() if n.endswith('/data.pkl') or n == 'data.pkl']
-            if not data:
+            data = torch_pickle_member(zf)  # the entry torch reads
+            if data is None:
                 raise pickle.UnpicklingError('a zip archive without data.pkl, not a torch file')
-            with zf.open(data[0]) as f:  # streamed: never the whole entry in memory
+            with zf.open(data) as f:  # streamed: never the whole entry in memory
                 return _globals_in(f, count=1)
     with open(path, 'rb') as f:
         return _globals_in(f, count=LEGACY_PICKLES)

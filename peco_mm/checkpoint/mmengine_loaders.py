@@ -5,9 +5,9 @@ torch >= 2.6 loads checkpoints with `weights_only=True`; mmengine's resume then 
 `UnpicklingError: Weights only load failed`, because its checkpoints carry a few non-tensor
 objects in `meta` and `message_hub`. Instead of turning the safe loader off, `read_checkpoint`
 allows exactly those types for each of its reads; any other pickled object still fails loudly.
-mmengine also pickles the bound statistics methods of its HistoryBuffers, which no safe
-unpickler can rebuild; the checkpoints our launchers save drop them (`weights_only_message_hub`,
-on the checkpoint's own copies), and nothing of mmengine is patched.
+The checkpoints PeCo's launcher writes hold none of them (`peco_mm.checkpoint.plain`); files
+written before, and other runs' files, are still read, with a note naming
+tools/plain_checkpoint.py, which rewrites them so that every host's own loader reads them.
 
 mmengine reads every checkpoint (`load_from`, `resume`, `init_cfg` Pretrained, the hosts'
 backbones) through `CheckpointLoader`; its http(s) loader unpickles any object (the
@@ -27,44 +27,9 @@ import os.path as osp
 import re
 import tempfile
 
-from .reader import is_url, read_checkpoint, select_prefix
+from .plain import holds_history_buffers
+from .reader import is_url, log, read_checkpoint, select_prefix
 from .stored_config import parse_config_text
-
-
-def weights_only_message_hub(hub_state: dict) -> dict:
-    """Put a stand-in for each HistoryBuffer of a message hub's `state_dict()` (in place) that
-    pickles as that HistoryBuffer without mmengine's built-in statistics methods, so that the
-    checkpoint loads with `weights_only=True` (as a plain HistoryBuffer); returns `hub_state`.
-
-    mmengine pickles `_statistics_methods` (min/max/current/mean), which an unpickler can only
-    rebuild through `getattr`; allow-listing `getattr` would reopen arbitrary code execution.
-    `__init__`/`__setstate__` register the built-ins again, so they are dropped; only
-    user-registered methods are still saved (and then need a trusted load). Nothing of
-    mmengine is changed: not HistoryBuffer, not the runner's buffers. The launchers'
-    checkpoint hook calls it on every checkpoint (`before_save_checkpoint`).
-    """
-    from mmengine.logging import HistoryBuffer
-
-    scalars = hub_state.get('log_scalars') or {}
-    for key, buf in scalars.items():
-        if isinstance(buf, HistoryBuffer):
-            scalars[key] = PickledAsHistoryBuffer(buf)
-    return hub_state
-
-
-class PickledAsHistoryBuffer:
-    """Pickles as a HistoryBuffer with `buf`'s data, less the built-in statistics methods."""
-
-    def __init__(self, buf) -> None:
-        self.cls = type(buf)
-        self.state = {k: v for k, v in vars(buf).items() if k != 'statistics_methods'}
-        custom = {k: m for k, m in buf._statistics_methods.items()
-                  if getattr(self.cls, k, None) is not m}
-        if custom:
-            self.state['statistics_methods'] = custom
-
-    def __reduce_ex__(self, protocol: int) -> tuple:
-        return self.cls, (), self.state  # HistoryBuffer(), then its __setstate__(state)
 
 
 # every scheme mmengine 0.10.7 registers: in PeCo's runs, all of them go through
@@ -112,7 +77,23 @@ def load_from_weights_only(filename: str, map_location=None) -> dict:
         return read_from_store(path, map_location)
     ckpt = read_checkpoint(path, map_location=map_location)
     _plain_gpu_ids(ckpt, filename)
+    note_old_form(ckpt, filename)
     return ckpt
+
+
+def note_old_form(ckpt, filename: str) -> None:
+    """Log one line when `ckpt` holds mmengine HistoryBuffers (written before checkpoints
+    were plain data, or by another mmengine run): read here, refused by other processes."""
+    if holds_history_buffers(ckpt):
+        log(old_form_message(filename))
+
+
+def old_form_message(filename: str) -> str:
+    return (f'{filename} holds mmengine HistoryBuffer objects (a checkpoint written before '
+            'checkpoints were plain data): peco_mm reads it, but torch.load(weights_only=True) '
+            "and the hosts' own loaders (init_detector, init_model, inferencers) refuse it in "
+            f'a process of their own; rewrite it once with: python tools/plain_checkpoint.py '
+            f'{filename}')
 
 
 def read_from_store(filename: str, map_location=None) -> dict:
@@ -133,6 +114,7 @@ def read_from_store(filename: str, map_location=None) -> dict:
         except (ValueError, FileNotFoundError) as err:
             raise type(err)(str(err).replace(local, filename)) from None
     _plain_gpu_ids(ckpt, filename)
+    note_old_form(ckpt, filename)
     return ckpt
 
 

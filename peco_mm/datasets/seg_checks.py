@@ -7,7 +7,9 @@ A 16-bit label map is read as 8 bits (`astype(np.uint8)`): class 300 silently be
 A label map that does not fit its image trains silently too (one smaller than its image, or
 transposed, is resized and cropped along with it), and an RGB label map fails later with a bare
 `stack expects each tensor to be equal size`.
-`CheckSegLabels` sits right after `LoadAnnotations` and names the file instead. Its number of
+`CheckSegLabels` sits right after `LoadAnnotations` and names the file instead; an image
+without a label file (mmseg's `inference_model` runs the test pipeline without
+`LoadAnnotations`) passes unchecked. Its number of
 classes is the model's: the launcher (`peco_mm.supervisor.seg_classes`, for tools/train.py,
 tools/test.py and tools/check_dataset.py) fills it in from `model.decode_head.num_classes`, so
 a config that changes the head's classes checks against the new number.
@@ -27,7 +29,8 @@ class CheckSegLabels(BaseTransform):
     0..num_classes-1 other than `ignore_index` (values are checked after LoadAnnotations,
     i.e. after `reduce_zero_label`), or if the file is a 16-bit PNG with values above 255,
     which LoadAnnotations wraps modulo 256 (the file is decoded again only when its header
-    says 16 bits).
+    says 16 bits). An image without a label file (`seg_map_path`), as mmseg's
+    `inference_model` passes it, goes through unchecked.
 
     Args:
         num_classes: number of classes the head predicts; None (the shipped configs): the
@@ -46,7 +49,11 @@ class CheckSegLabels(BaseTransform):
 
     def transform(self, results: dict) -> dict:
         seg = results.get('gt_seg_map')
-        if seg is None:
+        if seg is None and 'seg_map_path' not in results:
+            # an image without a label file: mmseg's `inference_model` runs the test pipeline
+            # without LoadAnnotations; nothing to check
+            return results
+        if seg is None:  # a label file that was not loaded (yet)
             raise KeyError('CheckSegLabels needs `gt_seg_map`: put it after LoadAnnotations '
                            f'(got keys {sorted(results)})')
         seg = np.asarray(seg)  # (H, W) int

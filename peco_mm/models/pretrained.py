@@ -9,6 +9,15 @@ import torch.nn as nn
 from ..checkpoint import convert_state_dict, detect_format, is_url, read_checkpoint, select_prefix
 
 
+# weights a fine-tuning backbone adds to what pretraining trains, expected to be missing from a
+# checkpoint that holds none of them: (prefix, what they are)
+ADDED_BY_FINETUNING = (
+    ('fc_norm.', "the norm after global average pooling (out_type='avg_featmap'), which "
+                 'fine-tuning adds and pretraining has none of; it starts from its '
+                 'initialisation, as in BEiT and MAE fine-tuning'),
+)
+
+
 def load_pretrained(model: nn.Module, path: str, prefix: str | None = None,
                     map_location: str = 'cpu') -> tuple[list[str], list[str]]:
     """Load a checkpoint into `model` for `init_cfg=dict(type='Pretrained', ...)`.
@@ -53,8 +62,9 @@ def load_pretrained(model: nn.Module, path: str, prefix: str | None = None,
         print_log(f'{path}: not in the checkpoint, as expected: {", ".join(parts)} '
                   f'({len(fresh)} tensors) start fresh, from their initialisation'
                   f'{getattr(model, "FRESH_NOTE", "")}', logger='current')
-    if missing:
-        print_log(f'{path}: missing keys {missing}', logger='current', level=30)
+    unexplained = report_expected_gaps(path, missing, {*inner, *ckpt, *state})
+    if unexplained:
+        print_log(f'{path}: missing keys {unexplained}', logger='current', level=30)
     # the pretraining model's [MASK] token and final norm: fine-tuning configs without masking
     # or with final_norm=False drop them, as BEiT and MAE fine-tuning do
     dropped = [k for k in unexpected if k == 'mask_token' or k.startswith('norm.')]
@@ -65,6 +75,22 @@ def load_pretrained(model: nn.Module, path: str, prefix: str | None = None,
     if others:
         print_log(f'{path}: unexpected keys {others}', logger='current', level=30)
     return missing, unexpected
+
+
+def report_expected_gaps(path: str, missing: list[str], names: set[str]) -> list[str]:
+    """Log at INFO, with the reason, the missing keys that fine-tuning adds (`fc_norm.*` when
+    the checkpoint's key `names`, before and after conversion, hold no `fc_norm` at all, e.g.
+    a pretraining checkpoint's); return the others, which stay warnings. A checkpoint that
+    holds part of such a module, or one the conversion dropped, is not an expected gap."""
+    from mmengine.logging import print_log
+    rest = list(missing)
+    for prefix, why in ADDED_BY_FINETUNING:
+        gap = [k for k in rest if k.startswith(prefix)]
+        if gap and not any(str(k).startswith(prefix) for k in names):
+            print_log(f'{path}: not in the checkpoint, as expected: {prefix.rstrip(".")} '
+                      f'({len(gap)} tensors), {why}', logger='current')
+            rest = [k for k in rest if k not in gap]
+    return rest
 
 
 # weights that only another ViT flavour has or lacks: (key pattern, what they are, the PeCoViT

@@ -32,8 +32,8 @@ def add_run_options(parser: argparse.ArgumentParser, *, options_example: str,
     parser.add_argument('--cfg-options', nargs='+', action=DictAction, metavar='KEY=VALUE',
                         help=f'override config keys, e.g. {options_example}')
     parser.add_argument('--show-config', action='store_true',
-                        help='print the config and the hook table on the console too (they '
-                        'always go to the run\'s log file)')
+                        help='print the config, the hook table and the keys the launcher '
+                        'changed on the console too (they always go to the run\'s log file)')
     parser.add_argument('--skip-preflight', action='store_true',
                         help='do not check the config\'s checkpoints and datasets before '
                         'building anything (or set PECO_SKIP_PREFLIGHT=1)')
@@ -57,6 +57,38 @@ def check_config(args: argparse.Namespace, tool: str) -> None:
         raise SystemExit(f'{tool}: config file {args.config!r} not found')
     if args.skip_preflight:
         os.environ['PECO_SKIP_PREFLIGHT'] = '1'
+
+
+def check_all(args: argparse.Namespace, mode: str, files_checked: bool = False,
+              **flags) -> int:
+    """Every check of a run without starting it (`--preflight-only`): the steps of the
+    launcher that act on nothing (unknown keys, the flags, the label classes; the inputs
+    unless `files_checked`), on rank 0's view of the machine. Prints one line: what is wrong,
+    or a short summary (with `--show-config`, the keys the launcher would change). Returns the
+    exit status."""
+    import sys
+    from peco_mm.supervisor.changes import block
+    from peco_mm.supervisor.launch import plan
+    from peco_mm.supervisor.preflight import PreflightError
+    tool = f'{mode}.py'
+    try:
+        _, changes = plan(args.config, args.work_dir, args.cfg_options, mode,
+                          skip=('pre-flight',) if files_checked else (), **flags)
+    except PreflightError as err:
+        print(str(err), file=sys.stderr)
+        return 1
+    except (ValueError, KeyError, TypeError, FileNotFoundError, ModuleNotFoundError) as err:
+        print(f'{tool}: {args.config}: {err.args[0] if err.args else err}', file=sys.stderr)
+        return 1
+    n = len(changes)
+    print(f'{tool}: pre-flight of {args.config} passed: every checkpoint and dataset it reads '
+          f'is in place and every key is known; the launcher changes {n} key'
+          f'{"s" if n != 1 else ""} of it (' + ('listed below' if args.show_config else
+                                               '--show-config lists them')
+          + '). Nothing was started.')
+    if args.show_config:
+        print(block(changes))
+    return 0
 
 
 def launch(args: argparse.Namespace, mode: str, **flags) -> None:

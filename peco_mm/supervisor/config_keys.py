@@ -27,6 +27,12 @@ LOADER_KEYS = ('dataset', 'sampler', 'batch_sampler', 'collate_fn', 'worker_init
 # the runner's env_cfg (mmengine's setup_env; cpu_malloc: peco_mm.supervisor.malloc)
 ENV_KEYS = ('cudnn_benchmark', 'mp_cfg', 'dist_cfg', 'resource_limit', 'cpu_malloc')
 MP_KEYS = ('mp_start_method', 'opencv_num_threads')
+# the hooks mmengine's Runner builds by these names (`register_default_hooks`), with the
+# hosts' `visualization`: a `default_hooks` entry replaces the default of its name whole
+DEFAULT_HOOKS = {'runtime_info': 'RuntimeInfoHook', 'timer': 'IterTimerHook',
+                 'sampler_seed': 'DistSamplerSeedHook', 'logger': 'LoggerHook',
+                 'param_scheduler': 'ParamSchedulerHook', 'checkpoint': 'CheckpointHook',
+                 'visualization': "the host's VisualizationHook"}
 
 
 def check_config_keys(cfg: Config) -> None:
@@ -34,10 +40,29 @@ def check_config_keys(cfg: Config) -> None:
     from mmengine.registry import HOOKS, MODELS
     scope = cfg.get('default_scope')
     for name, hook in (cfg.get('default_hooks') or {}).items():
+        check_default_hook_name(cfg.default_hooks, name)
         check_keys(hook, f'default_hooks.{name}', HOOKS, scope, only_own=False)
     for i, hook in enumerate(cfg.get('custom_hooks') or []):
         check_keys(hook, f'custom_hooks.{i}', HOOKS, scope, only_own=False)
     walk_model(cfg.get('model'), 'model', MODELS, scope)
+
+
+def check_default_hook_name(hooks: dict, name: str) -> None:
+    """A `default_hooks` entry without `type` builds nothing (mmengine: a bare `KeyError`):
+    a misspelt hook name (`default_hooks.chekpoint.interval=5`) is named with the nearest
+    hook of the config, or a known name without a type is asked for one."""
+    hook = hooks[name]
+    if not isinstance(hook, dict) or 'type' in hook:
+        return
+    if name in DEFAULT_HOOKS:
+        raise ValueError(f'default_hooks.{name}: no type, so no hook can be built; add '
+                         f'default_hooks.{name}.type ({DEFAULT_HOOKS[name]})')
+    known = sorted(set(DEFAULT_HOOKS) | {n for n, h in hooks.items()
+                                         if isinstance(h, dict) and 'type' in h})
+    near = difflib.get_close_matches(name, known, n=1)
+    hint = f'did you mean default_hooks.{near[0]}? ' if near else ''
+    raise ValueError(f'default_hooks.{name}: no hook of that name and no type to build one; '
+                     f'{hint}Default hooks: {", ".join(known)}.')
 
 
 def check_run_keys(cfg: Config) -> None:

@@ -13,17 +13,34 @@ Messages that are expected, and would otherwise worry, are said once with the re
 - notes that hold for the whole process (e.g. "No CUDA: training in fp32") reach the console
   from the first run of a process only, and every run's log file (`log_once_per_process`);
 - mmseg's per-class table, printed at every evaluation, goes to the log file only (the
-  console keeps the summary metrics; `show_config=True` prints the table too).
+  console keeps the summary metrics; `show_config=True` prints the table too), as do the
+  launcher's list of the keys it changed and mmengine's "all SyncBatchNorm (SyncBN) layers
+  ... will be reverted" of every one-process run;
+- pycocotools' progress lines ("loading annotations into memory...", "index created!", ...)
+  are dropped (`quiet_stdout`); so are the hosts' warnings about their own code, and every
+  Python warning on ranks other than 0, which repeat rank 0's (`quiet_ranks`).
 """
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import re
+import sys
 import time
+import warnings
 
 CONSOLE_ONLY_IN_FILE = ('Config:\n', 'Hooks will be executed in the following order',
                         '"FileClient" will be deprecated', '"HardDiskBackend" is the alias',
-                        'per class results:')  # mmseg IoUMetric's heading of the class table
+                        'per class results:',  # mmseg IoUMetric's heading of the class table
+                        'The launcher changed ',  # the block of config_steps' changes
+                        # mmengine's Runner says it in every one-process run, SyncBN or not
+                        'Distributed training is not used, all SyncBatchNorm')
+# pycocotools' progress lines (each COCO index, each evaluation, on every rank)
+COCO_CHATTER = ('loading annotations into memory...', 'Done (t=', 'creating index...',
+                'index created!', 'Loading and preparing results...', 'DONE (t=',
+                'Running per image evaluation...', 'Evaluate annotation type',
+                'Accumulating evaluation results...')
 ENV_BLOCK = 'System environment:'
 # the one-line summary: these keys and the 'GPU 0,1: <name>' lines
 ENV_KEYS = ('Python', 'PyTorch', 'CUDA available', 'MMEngine')
@@ -74,14 +91,16 @@ class ShortEnvFormatter(logging.Formatter):
 
 def short_env(block: str) -> str:
     """mmengine's environment block -> two lines, 'System environment: Python 3.11.7, ...' and
-    'Runtime environment: seed: 0, ..., Distributed training: False, GPU number: 1'."""
+    'Runtime environment: seed: 0, ..., Distributed: False, GPU number: 1' (mmengine's
+    'Distributed training' in a test run too)."""
     system, _, runtime = block.partition('Runtime environment:')
     items = []
     for line in system.splitlines():
         key, _, value = line.strip().partition(': ')
         if line.startswith('    ') and (key in ENV_KEYS or key.startswith('GPU ')):
             items.append(f"{key} {value.split(' (')[0]}")
-    settings = [line.strip() for line in runtime.splitlines() if line.startswith('    ')]
+    settings = [line.strip().replace('Distributed training:', 'Distributed:')  # (a test too)
+                for line in runtime.splitlines() if line.startswith('    ')]
     return (f"System environment: {', '.join(items)} (all of it in the log file)\n"
             f"Runtime environment: {', '.join(settings)}")
 
@@ -150,6 +169,59 @@ def log_once_per_process(logger: logging.Logger, note: str | None,
     first = note not in _SAID
     _SAID.add(note)
     logger.log(level, note, extra={} if first else {'console': False})
+
+
+# host warnings about the hosts' own code, which no config change silences (on every rank)
+HOST_INTERNALS = ('Setting MKL_NUM_THREADS environment variable',  # mmengine, every run
+                  '``build_loss`` would be deprecated',  # mmseg's heads call it themselves
+                  '`reduce_zero_label` will be deprecated',  # mmseg's LoadAnnotations
+                  '`broadcast_buffers` is deprecated')  # the launcher's CPU DDP wrapper
+
+
+def quiet_ranks(launcher: str) -> None:
+    """Python warnings about the hosts' internals (`HOST_INTERNALS`) are dropped; under a
+    distributed launcher, so is every warning on ranks other than 0 (each rank would print
+    the same host and torch warnings; rank 0 prints them once)."""
+    for text in HOST_INTERNALS:
+        warnings.filterwarnings('ignore', message=f'.*{re.escape(text)}')
+    if launcher != 'none' and os.environ.get('RANK', '0') != '0':
+        warnings.simplefilter('ignore')
+
+
+class ChatterFilter:
+    """A text stream that passes everything on but pycocotools' progress lines."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.line = ''  # a line being written (print writes the text, then the newline)
+
+    def write(self, text: str) -> int:
+        self.line += text
+        while '\n' in self.line:
+            line, _, self.line = self.line.partition('\n')
+            if not line.startswith(COCO_CHATTER):
+                self.inner.write(line + '\n')
+        if self.line and not any(c.startswith(self.line) or self.line.startswith(c)
+                                 for c in COCO_CHATTER):
+            self.inner.write(self.line)  # not the start of a progress line: pass it now
+            self.line = ''
+        return len(text)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@contextlib.contextmanager
+def quiet_stdout():
+    """sys.stdout without pycocotools' progress lines, for the duration of a run."""
+    if isinstance(sys.stdout, ChatterFilter):
+        yield
+        return
+    with contextlib.redirect_stdout(ChatterFilter(sys.stdout)):
+        yield
 
 
 # ---- tools that train several runs in one process (tools/study.py, `make demo`) -------------

@@ -376,7 +376,8 @@ def find_problems(cfg, mode: str = 'train', phases=None, resume=None,
             ('train', 'val') if validates(cfg) else ('train',))
     return merge(checkpoint_problems(cfg, mode, resume, checkpoint)
                  + (resume_problems(cfg, resume) if mode == 'train' else [])
-                 + dataset_problems(cfg, phases, classes=True))
+                 + dataset_problems(cfg, phases, classes=True)
+                 + _sibling('strides').problems(cfg, Problem))
 
 
 def report(problems: list[Problem], config: str = '') -> str:

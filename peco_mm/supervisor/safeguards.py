@@ -9,8 +9,8 @@
 - wraps the training dataset in `BadSampleGuard` (config: `bad_samples = dict(policy='raise')`,
   the default, or `dict(policy='skip', max_skips=100)`);
 - adds `ArchitectureMetaHook` (the model's arguments in every checkpoint as plain data);
-- on `--resume`, removes the `.part` files of unfinished writes; without a path, picks the
-  newest checkpoint of the work dir that reads back; adds `ResumeCheckHook` to compare the
+- on `--resume` without a path, picks the newest checkpoint of the work dir that reads
+  back; adds `ResumeCheckHook` to compare the
   checkpoint with this run before mmengine resumes;
 - on resume, reads the frozen target generator from the resumed checkpoint when its own
   file is gone (the checkpoint holds its weights);
@@ -28,7 +28,7 @@ import os.path as osp
 from mmengine.config import Config, ConfigDict
 
 from ..engine.optimizers.nonfinite_guard import guard_optim_wrapper_cfg
-from .resume import checkpoint_problem, find_resumable_checkpoint, remove_unfinished_writes
+from .resume import checkpoint_problem, find_resumable_checkpoint
 
 
 def add_safeguards(cfg: Config) -> list[str]:
@@ -48,8 +48,6 @@ def add_safeguards(cfg: Config) -> list[str]:
     guard_train_data(cfg)
     if 'ArchitectureMetaHook' not in types:  # checkpoints rebuild models from plain data
         custom.append(dict(type='ArchitectureMetaHook'))
-    if cfg.get('resume'):
-        notes += remove_unfinished_writes(cfg.work_dir)
     if cfg.get('resume') and not cfg.get('load_from'):
         found, skipped = find_resumable_checkpoint(cfg.work_dir)
         notes += skipped

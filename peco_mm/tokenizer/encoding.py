@@ -1,10 +1,11 @@
 """What the trainable and the frozen PeCo tokenizer share: the encoder, decoder and quantizer
-built from registered part configs (`build_codec`), and the encode / decode path with its
+built from part configs (`build_codec`), and the encode / decode path with its
 precision setting."""
 from __future__ import annotations
 
 import inspect
 import logging
+from collections.abc import Callable
 
 import torch
 import torch.nn as nn
@@ -35,25 +36,39 @@ def arch_parts(encoder: dict | None = None, decoder: dict | None = None,
     return {k: dict(v if v is not None else DEFAULT_PARTS[k]) for k, v in given.items()}
 
 
-def build_codec(parts: dict[str, dict], with_decoder: bool = True
+def build_codec(parts: dict[str, dict], with_decoder: bool = True,
+                part_class: Callable[[str, str], type] | None = None
                 ) -> tuple[nn.Module, nn.Module | None, EMAVectorQuantizer]:
     """(encoder, decoder or None, quantizer) from `arch_parts`' dicts, built in that order
     (a seed gives the same weights as ever). The encoder's output and the decoder's input are
-    as wide as the codewords: their `code_dims` is the quantizer's `embed_dims`."""
-    code_dims = _codeword_width(parts['quantizer'])
+    as wide as the codewords: their `code_dims` is the quantizer's `embed_dims`.
+
+    By default each part is built through the registry (a config is code: it may name any
+    registered part). With `part_class(slot, name) -> class` (a tokenizer read from a file:
+    `stored_parts.stored_class`), each is built by calling the class it gives."""
+    code_dims = _codeword_width(parts['quantizer'], part_class)
     built = []
     for name in ('encoder', 'decoder'):
         cfg = dict(parts[name])
         if cfg.setdefault('code_dims', code_dims) != code_dims:
             raise ValueError(f'{name}.code_dims={cfg["code_dims"]} differs from the '
                              f'codebook width quantizer.embed_dims={code_dims}; leave it out')
-        built.append(MODELS.build(cfg) if name == 'encoder' or with_decoder else None)
-    return built[0], built[1], MODELS.build(parts['quantizer'])
+        built.append(_build_part(name, cfg, part_class)
+                     if name == 'encoder' or with_decoder else None)
+    return built[0], built[1], _build_part('quantizer', parts['quantizer'], part_class)
 
 
-def _codeword_width(quantizer: dict) -> int:
+def _build_part(slot: str, cfg: dict, part_class: Callable[[str, str], type] | None
+                ) -> nn.Module:
+    if part_class is None:
+        return MODELS.build(cfg)
+    return part_class(slot, cfg['type'])(**{k: v for k, v in cfg.items() if k != 'type'})
+
+
+def _codeword_width(quantizer: dict, part_class: Callable[[str, str], type] | None) -> int:
     """The `embed_dims` a quantizer config builds (its class's default when not given)."""
-    cls = MODELS.get(quantizer['type'])
+    cls = (MODELS.get(quantizer['type']) if part_class is None
+           else part_class('quantizer', quantizer['type']))
     if cls is None:
         raise KeyError(f'quantizer type {quantizer["type"]!r} is not registered')
     return int(quantizer.get('embed_dims',

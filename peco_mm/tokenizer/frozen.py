@@ -9,12 +9,12 @@ import os.path as osp
 import torch
 import torch.nn as nn
 
-from ..checkpoint import (check_registered_names, is_url, parse_config_text,
-                          tokenizer_state_dict)
+from ..checkpoint import StoredConfigError, is_url, parse_config_text, tokenizer_state_dict
 from ..registry import MODELS
 from .encoding import (ARCH_PARTS, TokenizerEncoding, arch_parts, build_codec, check_encode_bf16,
                        check_setting)
 from .legacy import FLAT_ARCH_KEYS, check_flat_keys, parts_from_flat
+from .stored_parts import STORED_PARTS, check_stored_flat, check_stored_parts, stored_class
 from .tokenizer import load_tokenizer_state, read_tokenizer_checkpoint
 
 TARGET_GENERATOR_KEY = 'model.target_generator.checkpoint'
@@ -42,7 +42,9 @@ class FrozenPeCoTokenizer(TokenizerEncoding, nn.Module):
             (the MIM target generator's by default; wrappers pass their own).
         encoder, decoder, quantizer: part configs that replace the checkpoint's (a dict
             without `type`, or with the same type, updates it), e.g. for a ViT-encoder file
-            that stores no architecture.
+            that stores no architecture. A file names its parts only from the closed schema
+            `stored_parts.STORED_PARTS`; a part of another class (one of your own,
+            registered) is given here, and the file's part of that slot is then not read.
         **flat_arch: the old flat architecture arguments (`encoder_type`, `base_channels`,
             ...; see `peco_mm.tokenizer.legacy`), for files written before parts.
     """
@@ -67,13 +69,15 @@ class FrozenPeCoTokenizer(TokenizerEncoding, nn.Module):
         self.arch_parts = checkpoint_parts(ckpt, checkpoint, overrides, flat_arch)
         self.checkpoint = str(checkpoint)
         self.encode_bf16 = check_encode_bf16(encode_bf16)
+        # each part built by calling its class: the schema's, or a class the caller named
+        part_class = _part_classes(overrides)
         # the codebook is read from the file: the quantizer's frozen arguments (the EMA
         # codebook's: no data init, no restarts)
         frozen_quantizer = self.arch_parts['quantizer']
         frozen_quantizer = dict(frozen_quantizer, **getattr(
-            MODELS.get(frozen_quantizer['type']), 'FROZEN_ARGS', {}))
+            part_class('quantizer', frozen_quantizer['type']), 'FROZEN_ARGS', {}))
         self.encoder, self.decoder, self.quantizer = build_codec(
-            {**self.arch_parts, 'quantizer': frozen_quantizer}, with_decoder)
+            {**self.arch_parts, 'quantizer': frozen_quantizer}, with_decoder, part_class)
         load_tokenizer_state(self, self.checkpoint, ckpt)
         self.encoder_layout(next(self.encoder.parameters()).device)  # where built
         self.requires_grad_(False)
@@ -95,26 +99,64 @@ def checkpoint_parts(ckpt: dict, path: str, overrides: dict | None = None,
     the part configs `ArchitectureMetaHook` stores (`meta.tokenizer_parts`); for a file
     written before them, its old flat arguments (`flat_checkpoint_arch`) translated, under the
     part configs its stored config text names; then `overrides` (part configs) applied.
-    Every `type` and `_scope_` read from the file must be a registered name
-    (`check_registered_names`), checked before anything is built."""
-    stored = _meta(ckpt).get('tokenizer_parts')
-    if isinstance(stored, dict):
+    What is read from the file is checked against the closed schema first
+    (`stored_parts.check_stored_parts` / `check_stored_flat`), before anything is built; the
+    part of a slot that `overrides` gives as a class outside the schema is not read."""
+    own = _own_classes(overrides)
+    meta = _meta(ckpt)
+    if 'tokenizer_parts' in meta:
         if flat_overrides:
             raise TypeError(f'{path} stores its tokenizer as part configs; replace them with '
                             f'encoder=, decoder=, quantizer=, not {sorted(flat_overrides)}')
-        check_registered_names(stored, f'{path} meta.tokenizer_parts')
+        stored = meta['tokenizer_parts']
+        if isinstance(stored, dict):
+            stored = {k: v for k, v in stored.items() if k not in own}
+        check_stored_parts(stored, f'{path} meta.tokenizer_parts')
         parts = stored
     else:
-        flat = _meta(ckpt).get('tokenizer_arch')
-        if isinstance(flat, dict):
-            check_registered_names(flat, f'{path} meta.tokenizer_arch')
-        model = flat if isinstance(flat, dict) else _tokenizer_cfg(ckpt, path)
+        flat = meta.get('tokenizer_arch')
+        if flat is not None:
+            flat = _arch_keys(flat, f'{path} meta.tokenizer_arch', own)
+        model = flat if flat is not None else _tokenizer_cfg(ckpt, path, own)
         given = any(v is not None for v in (overrides or {}).values())
         parts = parts_from_flat(flat_checkpoint_arch(ckpt, path, model, flat_overrides, given))
-        parts.update({k: v for k, v in (model or {}).items()
-                      if k in ARCH_PARTS and isinstance(v, dict)})
+        parts.update({k: v for k, v in (model or {}).items() if k in ARCH_PARTS})
     parts = arch_parts(*(parts.get(k) for k in ARCH_PARTS))
     return {k: _override(parts[k], (overrides or {}).get(k)) for k in ARCH_PARTS}
+
+
+def _own_classes(overrides: dict | None) -> set[str]:
+    """The slots `overrides` gives as a class outside the schema (the caller's own)."""
+    return {k for k, v in (overrides or {}).items()
+            if isinstance(v, dict) and 'type' in v and v['type'] not in STORED_PARTS[k]}
+
+
+def _part_classes(overrides: dict):
+    """`part_class(slot, name)` for `build_codec`: the schema's class of a part read from
+    the file, the registered class of a part the caller gave (`_own_classes`)."""
+    own = _own_classes(overrides)
+
+    def part_class(slot: str, name: str) -> type:
+        if slot in own and name == overrides[slot]['type']:
+            cls = MODELS.get(name)
+            if cls is None:
+                raise KeyError(f'FrozenPeCoTokenizer: {slot}.type {name!r} is not registered')
+            return cls
+        return stored_class(slot, name)
+    return part_class
+
+
+def _arch_keys(data, where: str, own: set[str]) -> dict:
+    """The architecture keys (old flat arguments, part configs but `own`) of `data` read
+    from a file, checked against the schema (`check_stored_flat`)."""
+    if not isinstance(data, dict):
+        raise StoredConfigError(f'{where}: a {type(data).__name__}, not a dict of tokenizer '
+                                'arguments')
+    arch = {k: v for k, v in data.items()
+            if isinstance(k, str) and k in FLAT_ARCH_KEYS + ARCH_PARTS and k not in own
+            and not (k in ARCH_PARTS and v is None)}
+    check_stored_flat(arch, where)
+    return arch
 
 
 def _override(part: dict, override: dict | None) -> dict:
@@ -145,10 +187,10 @@ def flat_checkpoint_arch(ckpt: dict, path: str, model: dict | None,
             **overrides}
 
 
-def _tokenizer_cfg(ckpt: dict, path: str) -> dict | None:
+def _tokenizer_cfg(ckpt: dict, path: str, own: set[str] = frozenset()) -> dict | None:
     """The architecture keys (old flat arguments, part configs) of the PeCoTokenizer config
     in the checkpoint's stored config text, if any, read as data (`parse_config_text`:
-    nothing in it is run), their names checked (`check_registered_names`)."""
+    nothing in it is run), checked against the schema (`_arch_keys`)."""
     cfg_text = _meta(ckpt).get('cfg')
     if not cfg_text:
         return None
@@ -156,19 +198,15 @@ def _tokenizer_cfg(ckpt: dict, path: str) -> dict | None:
     if not isinstance(model, dict):
         raise ValueError(f'{path} meta.cfg: model is a {type(model).__name__}, not a dict')
     target = model.get('target_generator')
-    found, where = None, 'model'
     if model.get('type') in (None, 'PeCoTokenizer'):
-        found = model
-    elif isinstance(target, dict) and target.get('type') in ('PeCoTokenizer',
-                                                             'FrozenPeCoTokenizer'):
-        found, where = target, 'model.target_generator'  # (a frozen one: the rest from shapes)
-    if found is not None:
-        arch = {k: v for k, v in found.items() if k in FLAT_ARCH_KEYS + ARCH_PARTS}
-        check_registered_names(arch, f'{path} meta.cfg {where}')
-        return arch
+        return _arch_keys(model, f'{path} meta.cfg model', own)
+    if isinstance(target, dict) and target.get('type') in ('PeCoTokenizer',
+                                                           'FrozenPeCoTokenizer'):
+        # (a frozen one: the rest from shapes)
+        return _arch_keys(target, f'{path} meta.cfg model.target_generator', own)
     raise ValueError(f'{path}: the config stored in this checkpoint builds a '
-                     f'{model.get("type")!r} without a PeCo tokenizer: give a tokenizer '
-                     f'checkpoint ({TARGET_GENERATOR_KEY})')
+                     f'{str(model.get("type"))[:80]!r} without a PeCo tokenizer: give a '
+                     f'tokenizer checkpoint ({TARGET_GENERATOR_KEY})')
 
 
 def _meta(ckpt: dict) -> dict:

@@ -6,7 +6,11 @@
   worth its speed if nearly every target survives; `tools/measure_code_agreement.py` runs it.
 - `pair_agreement`: the judge-free measure of the study (tools/study.py): the codes of two
   images of one shape at one pose under different nuisances (colour, texture, background,
-  lighting). A codebook that spends its codes on shape gives both the same codes.
+  lighting). A codebook that spends its codes on shape gives both the same codes;
+- `repairing_agreement`: its floor, the agreement of the same codes over every re-pairing of
+  the images (image i beside image j != i), computed exactly from the codes' counts at each
+  position. A codebook that uses few codes makes any two images agree often; the matched
+  pairs' agreement above this floor is the part a shared geometry explains.
 """
 from __future__ import annotations
 
@@ -50,16 +54,36 @@ def nearest_gap(tokenizer, x: torch.Tensor) -> torch.Tensor:
 
 
 @torch.no_grad()
-def pair_agreement(tokenizer, a: torch.Tensor, b: torch.Tensor, batch_size: int = 64) -> float:
-    """The fraction of positions at which `a[i]` and `b[i]` (N, 3, H, W in [-1, 1], paired
-    image by image) get the same code from the tokenizer's fp32 `encode`."""
+def paired_codes(tokenizer, a: torch.Tensor, b: torch.Tensor,
+                 batch_size: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
+    """The tokenizer's fp32 codes (N, h, w) of `a` and of `b` (N, 3, H, W in [-1, 1], paired
+    image by image)."""
     if a.shape != b.shape:
         raise ValueError(f'pair_agreement: paired images of shapes {tuple(a.shape)} and '
                          f'{tuple(b.shape)}; expected equal shapes')
-    same = total = 0
-    for s in range(0, a.shape[0], batch_size):
-        ca = tokenizer.encode(a[s:s + batch_size], bf16=False)
-        cb = tokenizer.encode(b[s:s + batch_size], bf16=False)
-        same += int((ca == cb).sum())
-        total += ca.numel()
-    return same / max(total, 1)
+    ca, cb = ([tokenizer.encode(x[s:s + batch_size], bf16=False)
+               for s in range(0, x.shape[0], batch_size)] for x in (a, b))
+    return torch.cat(ca), torch.cat(cb)
+
+
+def pair_agreement(tokenizer, a: torch.Tensor, b: torch.Tensor, batch_size: int = 64) -> float:
+    """The fraction of positions at which `a[i]` and `b[i]` get the same code
+    (`paired_codes`)."""
+    ca, cb = paired_codes(tokenizer, a, b, batch_size)
+    return float((ca == cb).float().mean())
+
+
+def repairing_agreement(ca: torch.Tensor, cb: torch.Tensor) -> float:
+    """The mean over every re-pairing (i, j), j != i, of the fraction of positions at which
+    `ca[i]` and `cb[j]` (codes, (N, h, w), N >= 2) agree: position by position, the pairs
+    (i, j) with equal codes are sum_k count_a(k) count_b(k) less the N matched ones that agree,
+    out of N (N - 1)."""
+    if ca.shape != cb.shape or ca.dim() != 3 or ca.shape[0] < 2:
+        raise ValueError(f'repairing_agreement: codes of shapes {tuple(ca.shape)} and '
+                         f'{tuple(cb.shape)}; expected two equal (N, h, w) with N >= 2')
+    n = ca.shape[0]
+    k = int(torch.maximum(ca.max(), cb.max())) + 1
+    fa, fb = (torch.nn.functional.one_hot(c.flatten(1).T.long(), k).sum(1).double()
+              for c in (ca, cb))  # (h*w, K): each code's count at each position
+    equal_pairs = (fa * fb).sum(1) - (ca == cb).flatten(1).sum(0).double()  # (h*w, )
+    return float(equal_pairs.mean() / (n * (n - 1)))

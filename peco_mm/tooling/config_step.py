@@ -20,6 +20,7 @@ from typing import Callable, Sequence
 import numpy as np
 import torch
 
+from ..datasets.wrapped import dataset_pipeline
 from ..utils.quiet import quiet_logs
 from .memory import PeakMemory, StepMemory, model_state_tensors
 from .timing import autocast, time_steps
@@ -138,11 +139,12 @@ def build_model(cfg, device: str, batch: int) -> torch.nn.Module:
 
 
 def synthetic_results(scope: str, rng: np.random.Generator, num_classes: int,
-                      with_annotations: bool, frames: int = 0) -> dict:
+                      with_annotations: bool, frames: int = 0,
+                      hw: tuple[int, int] = SYNTH_HW) -> dict:
     """What the config's loading steps would return for one random 640x480 photo: the image,
     and for mmseg a random label map, for mmdet three boxes with masks. For mmaction
     (`frames` > 0): the decoded frames of one random clip of a 300-frame video and its label."""
-    h, w = SYNTH_HW
+    h, w = hw
     label = int(rng.integers(0, max(num_classes, 1)))
     if scope == 'mmaction':
         imgs = [rng.integers(0, 256, (h, w, 3), dtype=np.uint8) for _ in range(frames)]
@@ -190,29 +192,26 @@ def is_loading_step(step: dict) -> bool:
     return name.startswith('Load') or name.endswith(('Init', 'Decode'))
 
 
-def train_transform(cfg) -> tuple[Callable, Callable]:
+def train_transform(cfg, hw: tuple[int, int] = SYNTH_HW) -> tuple[Callable, Callable]:
     """The config's train pipeline without its loading steps, and `make(rng)` -> what those
-    steps would return for one random photo or clip (`synthetic_results`)."""
+    steps would return for one random photo or clip of `hw` pixels (`synthetic_results`)."""
     from mmengine.dataset import Compose
-    pipeline = cfg.train_dataloader.dataset.get('pipeline')
-    if pipeline is None:
-        raise ValueError('train_dataloader.dataset.pipeline: the config has none; the synthetic '
-                         'batch runs the train pipeline')
+    pipeline = dataset_pipeline(cfg)  # through dataset wrappers (BadSampleGuard, ...)
     steps = [t for t in pipeline if not is_loading_step(t)]
     with_ann = any(t['type'] == 'LoadAnnotations' for t in pipeline)
     # a video's sampler (SampleFrames, UniformSample) says how many frames a clip has
     frames = sum(t['clip_len'] * t.get('num_clips', 1) for t in pipeline if 'clip_len' in t)
     make = partial(synthetic_results, cfg.get('default_scope', 'mmpretrain'),
                    num_classes=num_classes_of(cfg.model), with_annotations=with_ann,
-                   frames=frames)
+                   frames=frames, hw=hw)
     return Compose(steps), make
 
 
-def synthetic_batch(cfg, batch: int, seed: int = 0) -> dict:
+def synthetic_batch(cfg, batch: int, seed: int = 0, hw: tuple[int, int] = SYNTH_HW) -> dict:
     """`batch` samples through the config's train pipeline (its Load* steps replaced by
     `synthetic_results`), collated by the config's collate function."""
     from mmengine.registry import FUNCTIONS
-    transform, make = train_transform(cfg)
+    transform, make = train_transform(cfg, hw)
     random.seed(seed)
     np.random.seed(seed)
     rng = np.random.default_rng(seed)
@@ -279,14 +278,15 @@ def build_optim_wrapper(cfg, model: torch.nn.Module, device: str):
         return build(model, ow)
 
 
-def train_step(cfg, batch: int, device: str, amp: str = 'auto'):
-    """(step function, model) for one training step of the config at `batch`: data
-    preprocessor, forward, loss, backward, optimizer update. `amp`: 'auto' (what the config's
-    optimizer wrapper asks for), 'none', 'bf16' or 'fp16'."""
+def train_step(cfg, batch: int, device: str, amp: str = 'auto',
+               hw: tuple[int, int] = SYNTH_HW):
+    """(step function, model) for one training step of the config at `batch` on synthetic
+    images of `hw` pixels: data preprocessor, forward, loss, backward, optimizer update.
+    `amp`: 'auto' (what the config's optimizer wrapper asks for), 'none', 'bf16' or 'fp16'."""
     model = build_model(cfg, device, batch)
     optim = build_optim_wrapper(cfg, model, device)
     amp = config_amp(cfg) if amp == 'auto' else amp
-    data = synthetic_batch(cfg, batch)
+    data = synthetic_batch(cfg, batch, hw=hw)
     from mmengine.optim import AmpOptimWrapper
     native = isinstance(optim, AmpOptimWrapper)  # autocast comes with the wrapper
 

@@ -19,6 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
+from ..datasets.wrapped import dataset_pipeline
 from ..supervisor.workers import cores_per_gpu, default_workers  # noqa: F401 (the tool's names)
 
 PHOTO_HW = (375, 500)  # ImageNet's most common image size
@@ -110,7 +111,7 @@ def bench_transforms(configs: Sequence[str], samples: int, warmup: int, batch: i
             random.seed(0)
             np.random.seed(0)
             per_step, packed = time_steps_per_sample(
-                cfg.train_dataloader.dataset.pipeline, files, samples, warmup)
+                dataset_pipeline(cfg), files, samples, warmup)
             per_step['collate'] = time_collate(cfg.train_dataloader.get('collate_fn'), packed,
                                                batch)
             per_step['total'] = sum(per_step.values())

@@ -42,7 +42,11 @@ def random_twin(pecovit: str, seed: int) -> tuple[torch.nn.Module, dict]:
     mean-pooled; the arguments that build it), whatever `out_type` the file names."""
     from ..checkpoint import read_checkpoint
     from ..models.vit import PeCoViT
-    args = dict(read_checkpoint(pecovit)['meta']['pecovit_args'], out_type='avg_featmap')
+    from ..tokenizer.stored_parts import check_pecovit_args
+    meta = read_checkpoint(pecovit).get('meta') or {}
+    stored = check_pecovit_args(meta.get('pecovit_args') if isinstance(meta, dict) else None,
+                                f'{pecovit} meta.pecovit_args')  # the closed schema's PeCoViT
+    args = dict(stored, out_type='avg_featmap')
     torch.manual_seed(seed)
     net = PeCoViT(**args)
     net.init_weights()

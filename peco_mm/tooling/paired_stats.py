@@ -118,3 +118,40 @@ def verdict(diffs: Sequence[float], expect: int, level: float = 1 - ALPHA) -> st
     side = 1 if iv.low > 0 else -1
     return "excludes 0 in the paper's direction" if side == expect else \
         'excludes 0 against the paper'
+
+
+def tost(diffs: Sequence[float], margin: float, alpha: float = ALPHA) -> tuple[float, bool]:
+    """Two one-sided t-tests of equivalence within +-`margin` (> 0): (P, equivalent). P is the
+    larger of the one-sided P of `mean <= -margin` and of `mean >= margin`; equivalence is
+    shown when P < `alpha`, i.e. when the (1 - 2 alpha) interval lies inside (-margin, margin).
+    The only way a report may call two rows equal."""
+    from scipy.stats import t as student
+    if not margin > 0:
+        raise ValueError(f'margin={margin!r}: an equivalence margin must be a positive number')
+    d = np.asarray(diffs, dtype=float)
+    if d.ndim != 1 or d.size < 2 or not np.isfinite(d).all():
+        raise ValueError(f'an equivalence test needs at least 2 finite differences, got {diffs!r}')
+    mean, se = float(d.mean()), float(d.std(ddof=1)) / math.sqrt(d.size)
+    if se == 0:
+        p = 0.0 if abs(mean) < margin else 1.0
+    else:
+        p = max(float(student.sf((mean + margin) / se, d.size - 1)),   # H0: mean <= -margin
+                float(student.cdf((mean - margin) / se, d.size - 1)))  # H0: mean >= margin
+    return p, p < alpha
+
+
+def detectable_difference(sd: float, n: int, alpha: float = ALPHA, power: float = 0.8) -> float:
+    """The smallest true mean paired difference that a two-sided paired t-test at `alpha` over
+    `n` replicates detects with probability `power`, when the differences' standard deviation
+    is `sd` (noncentral t; in the units of `sd`)."""
+    from scipy.optimize import brentq
+    from scipy.stats import nct
+    from scipy.stats import t as student
+    if n < 2 or not sd > 0:
+        raise ValueError(f'n={n}, sd={sd}: a power computation needs n >= 2 and sd > 0')
+    df, crit = n - 1, float(student.ppf(1 - alpha / 2, n - 1))
+
+    def shortfall(delta: float) -> float:  # power at a true difference delta, less the goal
+        nc = delta * math.sqrt(n) / sd
+        return float(nct.sf(crit, df, nc) + np.nan_to_num(nct.cdf(-crit, df, nc))) - power
+    return float(brentq(shortfall, 0.0, 12 * sd / math.sqrt(n)))  # power(nc = 12) is ~1

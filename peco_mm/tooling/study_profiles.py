@@ -14,7 +14,10 @@ SCRATCH_LR = dict(cls=(1e-3, 2e-3, 5e-3), seg=(5e-4, 1e-3, 2e-3))
 # perceptual loss's network (tools/study.py --knn-networks; only the quick profile's tests
 # train one by default: at 900 iterations MoCo v3 costs minutes per replicate on 2 cores)
 # what the full and demo profiles share: every row, the supervised perceptual network
+# the plan each profile's report is held to (docs/plans/; tools/study.py --plan)
+SUPERVISED_PLAN = 'docs/plans/shape_world_supervised.md'
 _ROWS = dict(_WORLD, lambdas=(0.0, 1.0), perceptual='supervised', judge_per_class=300,
+             plan=SUPERVISED_PLAN,
              inits=('peco', 'pixel', 'clsloss', 'dvae', 'scratch', 'scratch_matched'),
              scratch_lr=SCRATCH_LR)
 PROFILES = {
@@ -36,6 +39,19 @@ PROFILES = {
                   iters=dict(perceptual=2, mocov3=2, judge=2, tokenizer=2, pretrain=2, cls=2,
                              seg=2)),
 }
+# the label-free design (docs/plans/): the perceptual network learns without any label (MoCo v3
+# on the unlabeled images), the random network's tokenizer is carried downstream, and every
+# downstream row's fine-tuning lr is chosen from one grid on a tuning world that runs the
+# whole chain once (seed 1000; `row_lr`, study_tuning.py), shared by the replicates
+ROW_LR = dict(cls=(1e-3, 2e-3, 5e-3), seg=(5e-4, 1e-3, 2e-3))
+LABEL_FREE_PLAN = 'docs/plans/shape_world_label_free.md'
+PROFILES['label_free'] = dict(
+    PROFILES['full'], replicates=12, perceptual='mocov3', scratch_lr=None, row_lr=ROW_LR,
+    inits=('peco', 'pixel', 'random', 'scratch', 'scratch_matched'), plan=LABEL_FREE_PLAN)
+PROFILES['quick_label_free'] = dict(  # its tests: the quick sizes, the same rows and tuning
+    PROFILES['quick'], perceptual='mocov3', scratch_lr=None, knn_networks=(), replicates=1,
+    row_lr=dict(cls=(1e-3, 2e-3), seg=(1e-3, )),
+    inits=('peco', 'pixel', 'random', 'scratch', 'scratch_matched'))
 # relative seconds per iteration of each stage, for the ETA before any run has finished
 COST = dict(perceptual=0.35, mocov3=1.0, judge=0.5, tokenizer=1.0, pretrain=0.8, cls=0.2,
             seg=0.35)

@@ -25,14 +25,16 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
-from peco_mm.tooling.paired_stats import MIN_REPLICATES, holm, sign_flip_p, t_interval, verdict
+from peco_mm.tooling.paired_stats import (MIN_REPLICATES, holm, sign_flip_p, t_interval, tost,
+                                          verdict)
 
 NA = '—'
 NUMBER = r'-?(?:\d+(?:\.\d+)?|nan|inf)'  # as Python formats a float, non-finite ones too
 CELL = re.compile(rf'^({NUMBER})(?: ± ({NUMBER}) \(([^)]*)\))?$')
 CONCLUSION = re.compile(
-    r'^- \[(?P<role>P\d+|secondary)\|(?P<table>[^|\]]+)\|(?P<col>[^|\]]+)\|(?P<a>[^|\]]+)\|'
-    r'(?P<b>[^|\]]+)\|paper: (?P<expect>higher|lower|no direction)\] per replicate .+$')
+    r'^- \[(?P<role>P\d+|secondary|exploratory)\|(?P<table>[^|\]]+)\|(?P<col>[^|\]]+)\|'
+    r'(?P<a>[^|\]]+)\|(?P<b>[^|\]]+)\|paper: (?P<expect>higher|lower|no direction)'
+    r'(?:\|equivalence margin ±(?P<margin>\d+(?:\.\d+)?))?\] per replicate .+$')
 EXPECT_WORDS = {1: 'higher', -1: 'lower', 0: 'no direction'}
 ENDPOINTS = 'Primary endpoints: paired differences'
 CONCLUSIONS_INTRO = (
@@ -45,7 +47,10 @@ CONCLUSIONS_INTRO = (
     'its 95 % interval, with the exact sign-flip P as a check that does not assume normally '
     'distributed differences. Every other line is secondary: Holm\'s procedure over all of '
     'them reads step k of m from the interval at level 1 - 0.05 / (m - k + 1) and stops at the '
-    f'first that includes 0. Below {MIN_REPLICATES} replicates no line gives a verdict.')
+    f'first that includes 0. Below {MIN_REPLICATES} replicates no line gives a verdict. '
+    'A line marked exploratory compares a column or row the plan did not name: it gets its '
+    'interval and no verdict, outside Holm\'s family. Two rows are called equivalent only '
+    'where the plan stated an equivalence margin, by two one-sided tests at 5 %.')
 
 
 def cell(values: Sequence[float | None], digits: int = 1) -> str:
@@ -88,6 +93,7 @@ class Comparison:
     expect: int
     digits: int = 1
     role: str = 'secondary'
+    margin: float | None = None  # the plan's equivalence margin, if it stated one
 
     @property
     def decidable(self) -> bool:
@@ -97,11 +103,12 @@ class Comparison:
 
 def comparison(table: str, column: str, a: str, b: str, a_vals: Sequence[float],
                b_vals: Sequence[float], expect: int, digits: int = 1,
-               role: str = 'secondary') -> Comparison:
+               role: str = 'secondary', margin: float | None = None) -> Comparison:
     """Rows `a` and `b` compared replicate by replicate, from the values as the table shows
     them (rounded to `digits`)."""
-    if role != 'secondary' and not re.fullmatch(r'P\d+', role):
-        raise ValueError(f"role={role!r}: expected 'P1', 'P2', ... or 'secondary'")
+    if role not in ('secondary', 'exploratory') and not re.fullmatch(r'P\d+', role):
+        raise ValueError(f"role={role!r}: expected 'P1', 'P2', ..., 'secondary' or "
+                         "'exploratory'")
     if expect not in EXPECT_WORDS:
         raise ValueError(f'expect={expect!r}: expected one of {sorted(EXPECT_WORDS)}')
     av = [round(float(v), digits) for v in a_vals]
@@ -110,7 +117,7 @@ def comparison(table: str, column: str, a: str, b: str, a_vals: Sequence[float],
         raise ValueError(f'{table} / {column}: {len(av)} replicates of {a!r}, {len(bv)} of '
                          f'{b!r}; replicate i of each row must be paired')
     diffs = tuple(round(x - y, digits) + 0.0 for x, y in zip(av, bv))  # + 0.0: no '-0.0'
-    return Comparison(table, column, a, b, diffs, expect, digits, role)
+    return Comparison(table, column, a, b, diffs, expect, digits, role, margin)
 
 
 def conclusion_block(comparisons: Sequence[Comparison], primary: dict | None = None) -> list[str]:
@@ -150,7 +157,8 @@ def endpoint_table(comparisons: Sequence[Comparison]) -> str:
     rows = {c.role: [f'{c.column}: {c.a} minus {c.b}', EXPECT_WORDS[c.expect],
                      cell(c.diffs, c.digits), interval_text(c) or NA,
                      no_verdict(c) or verdict(c.diffs, c.expect)]
-            for c in sorted(comparisons, key=lambda c: c.role) if c.role != 'secondary'}
+            for c in sorted(comparisons, key=lambda c: c.role)
+            if c.role not in ('secondary', 'exploratory')}
     return markdown_table(ENDPOINTS, ['row 1 minus row 2', 'paper', 'difference per replicate',
                                       '95 % CI', 'verdict'], rows) if rows else ''
 
@@ -178,13 +186,32 @@ def no_verdict(c: Comparison) -> str:
 
 def conclusion_line(c: Comparison, step=None, family: int = 0) -> str:
     """The line of one comparison (`step`: its HolmStep among `family` secondary ones)."""
-    head = (f'- [{c.role}|{c.table}|{c.column}|{c.a}|{c.b}|paper: {EXPECT_WORDS[c.expect]}] '
-            f'per replicate {", ".join(f"{v:+.{c.digits}f}" for v in c.diffs) or NA}')
+    margin = f'|equivalence margin ±{c.margin:g}' if c.margin else ''
+    head = (f'- [{c.role}|{c.table}|{c.column}|{c.a}|{c.b}|paper: {EXPECT_WORDS[c.expect]}'
+            f'{margin}] per replicate '
+            f'{", ".join(f"{v:+.{c.digits}f}" for v in c.diffs) or NA}')
     stats = (f'mean {statistics.mean(c.diffs):+.{c.digits + 1}f}'
              if c.diffs and all(map(math.isfinite, c.diffs)) else '')
     stats += f', 95 % CI {interval_text(c)}' if interval_text(c) else ''
     if no_verdict(c):
         return ': '.join(filter(None, (head, stats, no_verdict(c))))
+    if c.role == 'exploratory':
+        return f'{head}: {stats}; exploratory (not in the plan), no verdict'
+    return conclusion_verdict(c, head, stats, step, family) + equivalence_text(c)
+
+
+def equivalence_text(c: Comparison) -> str:
+    """'; equivalence within ±m (two one-sided tests, P = ...): shown | not shown' where the
+    plan stated a margin for the comparison ('' otherwise)."""
+    if not c.margin:
+        return ''
+    p, shown = tost(c.diffs, c.margin)
+    return (f'; equivalence within ±{c.margin:g} (two one-sided tests, P {p_text(p)}): '
+            f'{"shown" if shown else "not shown"}')
+
+
+def conclusion_verdict(c: Comparison, head: str, stats: str, step, family: int) -> str:
+    """The line of a decidable primary or secondary comparison."""
     if c.role != 'secondary':
         return (f'{head}: {stats}, sign-flip P {p_text(sign_flip_p(c.diffs))}: '
                 f'{verdict(c.diffs, c.expect)}')
@@ -236,17 +263,20 @@ def read_comparison(m: re.Match, tables: dict) -> Comparison:
     shown = re.findall(r'-?\d+(?:\.\d+)?', a_cell)  # none when every value is nan
     digits = max((len(v.split('.')[1]) if '.' in v else 0 for v in shown), default=1)
     expect = {w: k for k, w in EXPECT_WORDS.items()}[m.group('expect')]
+    margin = float(m.group('margin')) if m.group('margin') else None
     return comparison(t, col, a, b, parse_cell(a_cell), parse_cell(b_cell), expect, digits,
-                      m.group('role'))
+                      m.group('role'), margin)
 
 
-def check_report(text: str) -> list[str]:
+def check_report(text: str, plan=None) -> list[str]:
     """Contradictions between the conclusions of a report and its tables: every conclusion
     line is recomputed from the two cells it names, its role and the paper's direction it
     states (its differences, interval, Holm step and verdict; Holm over all its secondary
     lines), a primary endpoint may be stated once, the primary endpoints' table is the one
     their lines give, and the Conclusions section holds no other sentence than its
-    introduction. [] for a consistent report."""
+    introduction. With `plan` (study_plan.Plan), also: the report names that plan's file and
+    hash, and each line has the role and the equivalence margin the plan gives it.
+    [] for a consistent report."""
     tables = parse_tables(text)
     problems, found = [], []
     for line in text.splitlines():
@@ -263,14 +293,40 @@ def check_report(text: str) -> list[str]:
     for (line, _), want in zip(found, conclusion_lines([c for _, c in found])):
         if want != line:
             problems.append(f'says:     {line}\n  tables give: {want}')
-    roles = [c.role for _, c in found if c.role != 'secondary']
+    roles = [c.role for _, c in found if c.role not in ('secondary', 'exploratory')]
     problems += [f'primary endpoint {r} is stated {roles.count(r)} times'
                  for r in sorted(set(roles)) if roles.count(r) > 1]
     table = endpoint_table([c for _, c in found])
     if table and table not in text:
         problems.append(f'the table of the primary endpoints is not, as their lines give it:\n'
                         f'{table}')
-    return problems + stray_sentences(text, table)
+    return problems + stray_sentences(text, table) + (
+        against_plan(text, [c for _, c in found], plan) if plan is not None else [])
+
+
+def against_plan(text: str, comparisons: Sequence[Comparison], plan) -> list[str]:
+    """Where the report departs from `plan`: its plan line, and each comparison's role and
+    margin."""
+    from peco_mm.tooling.study_plan import plan_problems
+    problems = plan_problems(text, plan)
+    for c in comparisons:
+        key = (c.table, c.column, c.a, c.b)
+        if c.role != plan.role(key):
+            problems.append(f'{c.column}: {c.a} minus {c.b} is read as {c.role}; the plan makes '
+                            f'it {plan.role(key)}')
+        if c.margin != plan.margins.get(key):
+            problems.append(f'{c.column}: {c.a} minus {c.b} has equivalence margin {c.margin}; '
+                            f'the plan states {plan.margins.get(key)}')
+    stated = {(c.table, c.column, c.a, c.b) for c in comparisons}
+    problems += [f'primary endpoint {name} of the plan is not in the report: {key}'
+                 for key, name in plan.primary.items() if key not in stated]
+    return problems
+
+
+def apply_plan(comparisons: Sequence[Comparison], plan) -> list[Comparison]:
+    """Each comparison with the role and margin `plan` gives it."""
+    return [replace(c, role=plan.role(k), margin=plan.margins.get(k))
+            for c, k in ((c, (c.table, c.column, c.a, c.b)) for c in comparisons)]
 
 
 def stray_sentences(text: str, table: str = '') -> list[str]:
@@ -286,12 +342,12 @@ def stray_sentences(text: str, table: str = '') -> list[str]:
             if line.strip() and line != CONCLUSIONS_INTRO and not line.startswith('- [')]
 
 
-def write_checked(path: str | Path, text: str) -> Path:
+def write_checked(path: str | Path, text: str, plan=None) -> Path:
     """Write the report `text` to `path`, then check it: exits (status 1) naming the file and
     each contradiction when a sentence disagrees with its numbers."""
     path = Path(path)
     path.write_text(text)
-    problems = check_report(text)
+    problems = check_report(text, plan)
     if problems:
         raise SystemExit(f'{path}: {len(problems)} conclusion(s) disagree with the report\'s '
                          'numbers:\n' + '\n'.join(problems))

@@ -39,7 +39,15 @@ TUNING_SEED = 1000
 
 def tuning_runs(study) -> list[tuple[str, str, str, int]]:
     """(run folder, config, stage, iterations) of each lr of the grid, both tasks; [] when
-    the study has no scratch row or the profile no grid."""
+    the study has no scratch row or the profile no grid. With a grid for every row
+    (`row_lr`): the tuning world's whole chain up to pretraining, then each row at each lr."""
+    if study.p.get('row_lr'):
+        it, grid = study.p['iters'], study.p['row_lr']
+        upstream = [x for x in study.replicate_runs(TUNING_SEED) if x[2] not in TASK_CONFIGS]
+        return upstream + [
+            (f'tuning/{task}_{init}_lr{lr:g}', TASK_CONFIGS[task][init not in TARGETS], task,
+             study.iterations(task, init))
+            for task in TASK_CONFIGS for init in study.inits for lr in grid[task]]
     grid = study.p.get('scratch_lr')
     if not grid or not {'scratch', 'scratch_matched'} & set(study.inits):
         return []
@@ -96,6 +104,9 @@ class Study:
         self.replicates = list(range(replicates if replicates is not None
                                      else self.p['replicates']))
         self.scratch_lr: dict = {}  # the lr chosen on the tuning world per task (study_tuning)
+        self.row_lr: dict = {}  # or per task and row, where the profile has `row_lr`
+        self.matched_iters: dict = {}  # compute-matched scratch's, where FLOPs were counted
+        self.prereg = None  # the plan fixed before the runs (study_plan.Plan), if any
         self.plan = self.make_plan()
         self.t0 = time.time()
 
@@ -126,8 +137,9 @@ class Study:
         return tuple(n for n in self.p.get('knn_networks', ()) if n != self.perceptual)
 
     def change(self, iters: dict[str, int] | None = None, **settings) -> None:
-        """The profile with `settings` (n_pretrain, val_per_class, rotate, knn_networks; None
-        keeps the profile's) and the stages' `iters` replaced; the plan follows."""
+        """The profile with `settings` (n_pretrain, val_per_class, per_class, rotate,
+        knn_networks; None keeps the profile's) and the stages' `iters` replaced; the plan
+        follows."""
         self.p = dict(self.p, **{k: v for k, v in settings.items() if v is not None},
                       iters={**self.p['iters'], **(iters or {})})
         self.plan = self.make_plan()
@@ -145,9 +157,11 @@ class Study:
 
     def runs(self, r: int) -> list[tuple[str, str, str, int]]:
         """Replicate r's runs in the order they train: (run folder, config, stage,
-        iterations); r = TUNING_SEED: the scratch lr grid's runs."""
-        if r == TUNING_SEED:
-            return tuning_runs(self)
+        iterations); r = TUNING_SEED: the tuning world's runs (`tuning_runs`)."""
+        return tuning_runs(self) if r == TUNING_SEED else self.replicate_runs(r)
+
+    def replicate_runs(self, r: int) -> list[tuple[str, str, str, int]]:
+        """The runs of one replicate's chain (`runs`)."""
         it = self.p['iters']
         nets = [('perceptual', *LOSS_NETS[self.perceptual]),
                 ('judge', 'judge_resnet_world.py', 'judge')]
@@ -162,10 +176,19 @@ class Study:
             out.append((self.rep(r, f'pretrain_{t}'), name, 'pretrain', it['pretrain']))
         for task, (pretrained, scratch) in TASK_CONFIGS.items():
             for init in self.inits:
-                n = it[task] + (it['pretrain'] if init == 'scratch_matched' else 0)
+                n = self.iterations(task, init)
                 name = pretrained if init in TARGETS else scratch
                 out.append((self.rep(r, f'{task}_{init}'), name, task, n))
         return out
+
+    def iterations(self, task: str, init: str) -> int:
+        """Fine-tuning iterations of a downstream row: the profile's; compute-matched
+        scratch's: pretraining plus fine-tuning iterations, or where the tuning world counted
+        FLOPs (`study_tuning.matched_iterations`), as many as match PeCo's FLOPs."""
+        it = self.p['iters']
+        if init != 'scratch_matched':
+            return it[task]
+        return self.matched_iters.get(task) or it[task] + it['pretrain']
 
     def make_plan(self):
         """The RunPlan (console progress and ETA) of every replicate's runs."""

@@ -20,7 +20,7 @@ import json
 import time
 from pathlib import Path
 
-from peco_mm.tooling.study_runs import TARGETS, Study, tok_key
+from peco_mm.tooling.study_runs import TARGETS, TUNING_SEED, Study, tok_key
 
 
 def stage_world(study: Study, r: int, **sizes) -> dict:
@@ -86,7 +86,8 @@ def shape_knn(study: Study, r: int, pecovit: str) -> dict:
     from peco_mm.tooling.demo_checks import knn_accuracy, trained_and_random
     from peco_mm.utils.image import IMAGENET_MEAN, IMAGENET_STD
     from peco_mm.tooling.images import find_images, load_images
-    files = find_images(study.wd / study.rep(r, 'world') / 'cls' / 'test')
+    half = 'val' if r == TUNING_SEED else 'test'  # the tuning world: its tuning half
+    files = find_images(study.wd / study.rep(r, 'world') / 'cls' / half)
     names = sorted({Path(f).parent.name for f in files})
     labels = torch.tensor([names.index(Path(f).parent.name) for f in files])
     x = load_images(files, mean=IMAGENET_MEAN, std=IMAGENET_STD)  # (N, 3, 32, 32)
@@ -98,15 +99,18 @@ def shape_knn(study: Study, r: int, pecovit: str) -> dict:
 
 def pair_agreement(study: Study, r: int, res: dict) -> dict:
     """Code agreement (%) of a tokenizer on replicate r's geometry-matched pairs (same
-    shape and pose, held-out nuisances redrawn), and on the same images paired with another
-    pair's second image (the agreement that geometry does not explain)."""
+    shape and pose, held-out nuisances redrawn), its floor over every re-pairing of the same
+    images (`repairing_agreement`: what the tokenizer's code usage alone gives), and the
+    matched pairs' agreement above that floor (the part a shared geometry explains)."""
     from peco_mm.tokenizer import FrozenPeCoTokenizer
-    from peco_mm.tooling.code_agreement import pair_agreement as agree
+    from peco_mm.tooling.code_agreement import paired_codes, repairing_agreement
     from peco_mm.tooling.images import find_images, load_images
     pairs = study.wd / study.rep(r, 'world') / 'pairs'
     a, b = (load_images(find_images(pairs / side)) for side in 'ab')
-    tok = FrozenPeCoTokenizer(res['ckpt'])
-    return dict(matched=100 * agree(tok, a, b), mismatched=100 * agree(tok, a, b.roll(1, 0)))
+    ca, cb = paired_codes(FrozenPeCoTokenizer(res['ckpt']), a, b)
+    matched = 100 * float((ca == cb).float().mean())
+    floor = 100 * repairing_agreement(ca, cb)
+    return dict(matched=matched, repaired=floor, above_floor=matched - floor)
 
 
 def stage_tokenizers(study: Study, r: int, nets: dict) -> dict:
@@ -150,19 +154,38 @@ def stage_pretrain(study: Study, r: int, toks: dict) -> dict:
 def stage_downstream(study: Study, r: int, pre: dict) -> dict:
     """Few-label classification and segmentation of every downstream row, scored on the
     test half ((task, init) -> result); the scratch rows at the lr chosen on the tuning world
-    (`study.scratch_lr`, where the profile has a grid)."""
+    (`study.scratch_lr`, where the profile has a grid), or every row at its own
+    (`study.row_lr`)."""
     out = {}
     for task in ('cls', 'seg'):
         for init in study.inits:
-            if init in TARGETS:
-                opts = {'model.backbone.init_cfg.checkpoint': pre[init]['ckpt']}
-            elif task in study.scratch_lr:
-                opts = {'optim_wrapper.optimizer.lr': study.scratch_lr[task]['chosen']}
-            else:
-                opts = None
+            opts = {'model.backbone.init_cfg.checkpoint': pre[init]['ckpt']} \
+                if init in TARGETS else {}
+            lr = (study.row_lr.get(task, {}).get(init) or
+                  (study.scratch_lr.get(task) if init not in TARGETS else None))
+            if lr:  # chosen on the tuning world
+                opts['optim_wrapper.optimizer.lr'] = lr['chosen']
+            opts = opts or None
             out[(task, init)] = study.run(study.rep(r, f'{task}_{init}'), options=opts,
                                           evaluate=study.test)
     return out
+
+
+def chance_levels(study: Study, r: int) -> dict:
+    """What a model that learned nothing scores on replicate r's test half, keyed like
+    DOWN_COLUMNS: top-1 of one class, the mIoU of predicting background everywhere, and MIM
+    accuracy of a uniform guess among the codebook's K codes."""
+    import numpy as np
+    from PIL import Image
+
+    from peco_mm.tooling.shape_world import read_classes
+    world = study.wd / study.rep(r, 'world')
+    n = len(read_classes(world)['B'])
+    ann = world / 'ade' / 'ADEChallengeData2016' / 'annotations' / 'test'
+    labels = np.stack([np.asarray(Image.open(f)) for f in sorted(ann.glob('*.png'))])
+    k = study.config('tokenizer_world.py', r, 1).model.quantizer.num_embeddings
+    return {'accuracy/top1': 100 / n, 'mim_acc': 100 / k,
+            'mIoU': 100 * float((labels == 1).mean()) / (n + 1)}
 
 
 def run_replicate(study: Study, r: int) -> dict:
@@ -171,8 +194,10 @@ def run_replicate(study: Study, r: int) -> dict:
     res['tokenizers'] = stage_tokenizers(study, r, res['nets'])
     res['pretrain'] = stage_pretrain(study, r, res['tokenizers'])
     res['downstream'] = stage_downstream(study, r, res['pretrain'])
+    res['chance'] = chance_levels(study, r)  # kept with the replicate's record
     return res
 
 
 __all__ = ['stage_world', 'stage_networks', 'stage_tokenizers', 'stage_pretrain',
-           'stage_downstream', 'run_replicate', 'shape_knn', 'pair_agreement', 'tok_key']
+           'stage_downstream', 'run_replicate', 'shape_knn', 'pair_agreement', 'tok_key',
+           'chance_levels']

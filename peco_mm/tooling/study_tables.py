@@ -14,7 +14,8 @@ TOK_COLUMNS = [  # (column, metric key, digits, scale)
     ('codeword probe (%)', 'tokenizer/codeword_probe_acc', 1, 1),
     ('judge on reconstructions (%)', 'tokenizer/recon_cls_acc', 1, 1),
     ('code agreement, matched pairs (%)', 'agreement/matched', 1, 1),
-    ('code agreement, mismatched (%)', 'agreement/mismatched', 1, 1),
+    ('code agreement, every re-pairing (%)', 'agreement/repaired', 1, 1),
+    ('code agreement above re-pairing (%)', 'agreement/above_floor', 1, 1),
     ('codebook usage (%)', 'tokenizer/usage', 1, 100)]
 DOWN_COLUMNS = [('MIM accuracy (%)', 'mim_acc', 1), ('few-label top-1 (%)', 'accuracy/top1', 1),
                 ('mIoU (%)', 'mIoU', 1)]
@@ -134,24 +135,12 @@ def report_tables(study: Study, res: dict) -> tuple[list[str], list[str], list[d
         data.append(dict(e, a=la, b=lb, a_values=a, b_values=b, digits=d))
     primary = {(e['table'], e['column'], e['a'], e['b']): e['name'] for e in data
                if e['name'] != 'S'}
+    if study.prereg is not None:  # the plan fixed before the runs gives every role
+        from peco_mm.tooling.study_report import apply_plan
+        conclusions, primary = apply_plan(conclusions, study.prereg), None
+        data = [dict(e, name=c.role if c.role.startswith('P') else c.role[0].upper(),
+                     margin=c.margin) for e, c in zip(data, conclusions)]
     return tables, conclusion_block(conclusions, primary), data
-
-
-def chance_levels(study: Study, r: int) -> dict:
-    """What a model that learned nothing scores on replicate r's test half, keyed like
-    DOWN_COLUMNS: top-1 of one class, the mIoU of predicting background everywhere, and MIM
-    accuracy of a uniform guess among the codebook's K codes."""
-    import numpy as np
-    from PIL import Image
-
-    from peco_mm.tooling.shape_world import read_classes
-    world = study.wd / study.rep(r, 'world')
-    n = len(read_classes(world)['B'])
-    ann = world / 'ade' / 'ADEChallengeData2016' / 'annotations' / 'test'
-    labels = np.stack([np.asarray(Image.open(f)) for f in sorted(ann.glob('*.png'))])
-    k = study.config('tokenizer_world.py', r, 1).model.quantizer.num_embeddings
-    return {'accuracy/top1': 100 / n, 'mim_acc': 100 / k,
-            'mIoU': 100 * float((labels == 1).mean()) / (n + 1)}
 
 
 def reconstruction_grid(study: Study, res: dict) -> str:
@@ -164,6 +153,8 @@ def reconstruction_grid(study: Study, res: dict) -> str:
     from peco_mm.tooling.images import load_images, save_png
     r = study.replicates[0]
     test = study.wd / study.rep(r, 'world') / 'cls' / 'test'
+    if 'ckpt' not in res[r]['tokenizers'][tok_key(1.0)] or not test.is_dir():
+        return ''  # read from a kept record: no checkpoint here
     files = [sorted(d.glob('*.png'))[0] for d in sorted(test.iterdir())]
     x = load_images(files)  # (classes, 3, 32, 32) in [-1, 1]
     rows = [x]
@@ -179,7 +170,7 @@ def reconstruction_grid(study: Study, res: dict) -> str:
 def stage_lines(study: Study, res: dict) -> list[str]:
     """The report's checks of each replicate's networks, per-replicate values in brackets."""
     from peco_mm.tooling.study_report import cell
-    from peco_mm.tooling.study_tuning import tuning_line
+    from peco_mm.tooling.study_tuning import row_tuning_line, tuning_line
     reps = study.replicates
     net = [res[r]['nets']['perceptual']['metrics'] for r in reps]
     judge = [res[r]['nets']['judge']['metrics'].get('accuracy/top1') for r in reps]
@@ -201,10 +192,19 @@ def stage_lines(study: Study, res: dict) -> list[str]:
         'initialisation is the control row\'s network.', *others,
         f'- Judge: a ResNet (another architecture) trained on its own labelled split of B, '
         f'top-1 on B\'s test half {cell(judge)} % (chance {chance:.1f} %).',
-        *filter(None, [tuning_line(study.scratch_lr)]),
+        *filter(None, [tuning_line(study.scratch_lr), row_tuning_line(study.row_lr)]),
         '- Class splits (A: perceptual labels; B: every evaluation): ' + '; '.join(
             f'replicate {r}: A {", ".join(res[r]["world"]["classes"]["A"])}, B '
             f'{", ".join(res[r]["world"]["classes"]["B"])}' for r in reps) + '.']
+
+
+def matched_words(study: Study) -> str:
+    """How compute-matched scratch was matched, for the report."""
+    if not study.matched_iters:
+        return 'pretraining plus fine-tuning iterations'
+    return (' and '.join(f'{task} {n}' for task, n in study.matched_iters.items()) +
+            ' iterations, whose training FLOPs equal PeCo\'s pretraining plus fine-tuning, '
+            'counted on the tuning world')
 
 
 def write_report(study: Study, res: dict, title: str, seconds: float, load: dict):
@@ -214,9 +214,12 @@ def write_report(study: Study, res: dict, title: str, seconds: float, load: dict
     import json
     import os.path as osp
 
+    from peco_mm.tooling.study_plan import REPO, plan_line
     from peco_mm.tooling.study_report import CONCLUSIONS_INTRO, write_checked
     for r in study.replicates:
-        res[r]['chance'] = chance_levels(study, r)
+        if 'chance' not in res[r]:
+            from peco_mm.tooling.study_stages import chance_levels
+            res[r]['chance'] = chance_levels(study, r)
     tables, conclusions, data = report_tables(study, res)
     w, it = res[study.replicates[0]]['world'], study.p['iters']
     lines = [
@@ -231,26 +234,32 @@ def write_report(study: Study, res: dict, title: str, seconds: float, load: dict
         f'{"drawn upright" if w["rotate"] is False else "each at a random angle"}) and trains '
         'its own networks, tokenizers, pretraining and fine-tuning with seed r. Labelled '
         f'splits of B: {w["per_class"]} images per class to train on, {w["val_per_class"]} '
-        'per class in a tuning half (schedules were chosen there) and as many in the test '
+        'per class in a tuning half (no choice of a replicate reads it) and as many in the test '
         f'half every number below is scored on; {w["n_pairs"]} geometry-matched pairs under '
         'held-out backgrounds and hues. Iterations: ' +
         ', '.join(f'{k} {v}' for k, v in it.items()
                   if k != ('perceptual' if study.perceptual != 'supervised' else
                            'mocov3' if not study.knn_networks else None)) +
-        ' (compute-matched scratch: pretraining plus fine-tuning). Each cell: mean ± standard '
+        f' (compute-matched scratch: {matched_words(study)}). Each cell: mean ± standard '
         'deviation over the replicates, each replicate\'s value in brackets, in replicate '
-        'order (value i of every row is replicate i).', '', '## Stage checks', '',
+        'order (value i of every row is replicate i).', '',
+        *([plan_line(study.prereg, REPO), ''] if study.prereg is not None else []),
+        '## Stage checks', '',
         *stage_lines(study, res), '']
     lines += [t + '\n' for t in tables]
     lines += ['## Conclusions', '', CONCLUSIONS_INTRO, '', *conclusions]
     grid = reconstruction_grid(study, res)
     lines += ['', '## Reconstructions', '', 'Originals (top), lambda = 0 (middle) and '
               f'lambda = 1 (bottom), replicate {study.replicates[0]}, one test image per '
-              f'held-out class:', '', f'![reconstructions]({osp.relpath(grid, study.wd)})', '',
+              f'held-out class:', '', f'![reconstructions]({osp.relpath(grid, study.wd)})'
+              if grid else '(not drawn: that replicate\'s checkpoints are not on this '
+              'machine; its results were read from a committed record)', '',
               f'Work directories (configs as run, logs, checkpoints, each run\'s console.log): '
               f'`{study.wd}`.']
+    plan = {} if study.prereg is None else dict(plan=plan_line(study.prereg, REPO))
     (study.wd / 'endpoints.json').write_text(json.dumps(
-        dict(replicates=study.replicates, comparisons=data), indent=1, default=plain_number))
+        dict(replicates=study.replicates, comparisons=data, **plan), indent=1,
+        default=plain_number))
     # checked as written: exits non-zero, naming the file, when a sentence disagrees with
     # its numbers
-    return write_checked(study.wd / 'report.md', '\n'.join(lines) + '\n')
+    return write_checked(study.wd / 'report.md', '\n'.join(lines) + '\n', study.prereg)

@@ -23,8 +23,11 @@ TUNING_RUNS = 2 * 2  # the scratch lr grid on the tuning world: 2 lrs x 2 tasks,
 @pytest.fixture(scope='module')
 def quick_study(tmp_path_factory):
     wd = tmp_path_factory.mktemp('study')
-    proc = run_tool(['tools/study.py', '--profile', 'quick', '--work-dir', wd],
-                    timeout=900)
+    # held to the supervised design's plan: its roles, and exploratory lines for the rows and
+    # columns added after it (Table 6's control, the dVAE, the re-pairing floor)
+    proc = run_tool(['tools/study.py', '--profile', 'quick', '--work-dir', wd,
+                     '--plan', 'docs/plans/shape_world_supervised.md',
+                     '--results', wd / 'results'], timeout=900)
     return wd, proc.stdout + proc.stderr
 
 
@@ -63,7 +66,20 @@ def test_quick_study_report_has_every_section_and_both_replicates(quick_study):
     text = (wd / 'report.md').read_text()
     pos = [text.index(s) for s in SECTIONS]
     assert pos == sorted(pos)
-    assert check_report(text) == []
+    from peco_mm.tooling.study_plan import read_plan
+    plan = read_plan(ROOT / 'docs' / 'plans' / 'shape_world_supervised.md')
+    assert check_report(text, plan) == []
+    assert f'Plan: `docs/plans/shape_world_supervised.md`, sha256 {plan.sha256}.' in text
+    roles = {key: role for role, key in
+             re.findall(r'^- \[(\w+)\|[^|]+\|([^|]+\|[^|]+\|[^|]+)\|', text, re.M)}
+    assert roles['codeword probe (%)|lambda = 1 (PeCo)|lambda = 0 (pixel only)'] == 'P1'
+    assert roles['few-label top-1 (%)|PeCo (lambda = 1 codes)|dVAE (Gumbel-softmax codes)'] \
+        == 'exploratory'  # the dVAE row came after the plan
+    assert roles['few-label top-1 (%)|PeCo (lambda = 1 codes)|scratch (own recipe)'] == \
+        'secondary'
+    # the same report held to a plan it was not written under: refused
+    other = plan.__class__(**dict(plan.__dict__, sha256='0' * 64))
+    assert any('the plan changed after the runs' in p for p in check_report(text, other))
     assert 'Labelled splits of B: 2 images per class to train on, 2 per class in a tuning' in text
     tables = parse_tables(text)
     down = tables['Tables 2-3: pretraining and downstream']
@@ -91,6 +107,7 @@ def test_quick_study_report_has_every_section_and_both_replicates(quick_study):
         assert all(len(parse_cell(c)) == 2 for c in cells.values()), cells
     data = __import__('json').loads((wd / 'endpoints.json').read_text())
     assert data['replicates'] == [0, 1] and data['comparisons'][0]['name'] == 'P1'
+    assert data['plan'] == f'Plan: `docs/plans/shape_world_supervised.md`, sha256 {plan.sha256}.'
     assert all(len(c['a_values']) == len(c['b_values']) == 2 for c in data['comparisons'])
     assert (wd / 'report_files' / 'reconstructions.png').stat().st_size > 500
 
@@ -147,8 +164,8 @@ def test_reconstruction_grid_rows(quick_study):
 def test_a_second_call_keeps_every_finished_run(quick_study):
     wd, _ = quick_study
     before = (wd / 'report.md').read_text()
-    log = run_tool(['tools/study.py', '--profile', 'quick', '--work-dir', wd],
-                   timeout=300).stdout
+    log = run_tool(['tools/study.py', '--profile', 'quick', '--work-dir', wd,
+                    '--plan', 'docs/plans/shape_world_supervised.md'], timeout=300).stdout
     assert log.count('finished earlier, kept') == 2 * RUNS_PER_REPLICATE + TUNING_RUNS
     assert 'Iter(train)' not in log
     after = (wd / 'report.md').read_text()
@@ -188,3 +205,31 @@ def test_bf16_targets_row_pretrains_on_the_same_tokenizer_in_bf16(tmp_path, monk
     assert 'PeCo, targets encoded in bf16' in parse_tables(text)[tool.T23]
     vs_fp32 = [c for c in conclusions if '|PeCo, targets encoded in bf16|PeCo (lambda' in c]
     assert len(vs_fp32) == 3 and all('paper: no direction' in c for c in vs_fp32)
+
+
+def test_committed_results_are_small_and_a_new_machine_continues_from_them(quick_study,
+                                                                          tmp_path):
+    """--results keeps each replicate's metrics (no path into the work dir) as it finishes;
+    a call in an empty work dir reads them instead of training, and writes the same report."""
+    import json
+    wd, _ = quick_study
+    results = wd / 'results'
+    assert sorted(p.name for p in (results / 'replicates').iterdir()) == ['rep0.json', 'rep1.json']
+    rec = (results / 'replicates' / 'rep1.json').read_text()
+    assert str(wd) not in rec and '"ckpt"' not in rec
+    assert json.loads(rec)['downstream']['cls/peco']['metrics']['accuracy/top1'] >= 0
+    run = json.loads((results / 'run.json').read_text())
+    assert run['plan'].startswith('Plan: `docs/plans/shape_world_supervised.md`, sha256 ')
+    assert run['command'][:4] == ['python', 'tools/study.py', '--profile', 'quick']
+    def body(text):  # the tables and conclusions (the header gives each call's wall time)
+        return text[text.index('**Table 4'):text.index('## Reconstructions')]
+    assert body((results / 'report.md').read_text()) == body((wd / 'report.md').read_text())
+    # a fresh work dir, as on a restarted machine with only the committed files
+    proc = run_tool(['tools/study.py', '--profile', 'quick', '--work-dir', tmp_path / 'again',
+                     '--plan', 'docs/plans/shape_world_supervised.md', '--results', results],
+                    timeout=300)
+    log = proc.stdout + proc.stderr
+    assert 'rep0: read from' in log and 'rep1: read from' in log and '] run 1 of' not in log
+    new = (tmp_path / 'again' / 'report.md').read_text()
+    old = (wd / 'report.md').read_text()
+    assert body(new) == body(old)

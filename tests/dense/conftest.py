@@ -21,7 +21,9 @@ def tiny_dense(demo: str, data_root: str, length: str, log_interval: int, extra:
     """The test config of a demo's dense toy (`{length}`: iters or epochs; `extra`: lines of
     its own), with the placeholders write_cfg fills: {root}, {data}, {lr} and {<length>}."""
     return (f"\n_base_ = '{{root}}/configs/demo/{demo}.py'\n"
-            'model = dict(backbone=dict(init_cfg=None, num_heads=2, patch_size=16))\n'
+            # 16 px patches: the paper's pyramid layout (strides 4/8/16/32)
+            'model = dict(backbone=dict(init_cfg=None, num_heads=2, patch_size=16, '
+            'pyramid=dict(scales=(4, 2, 1, 0.5))))\n'
             f"train_dataloader = dict(batch_size=2, dataset=dict(data_root='{data_root}'))\n"
             f"val_dataloader = dict(dataset=dict(data_root='{data_root}'))\n"
             'test_dataloader = val_dataloader\n' + extra +

@@ -109,3 +109,14 @@ def test_missing_dataset_names_path_and_layout(tmp_path, cfg_name, layout):
     with pytest.raises(FileNotFoundError, match='nowhere') as err:
         check_dataset_paths(cfg)
     assert layout in str(err.value)
+
+
+def test_label_check_lets_an_image_without_labels_through_and_names_a_misordered_one():
+    """mmseg's `inference_model` runs the test pipeline without LoadAnnotations (it drops
+    that step), so the check sees an image with no label file: it goes through. A sample whose
+    label file was not loaded yet (the check before LoadAnnotations) is still an error."""
+    check = CheckSegLabels(num_classes=3)
+    image = dict(img=np.zeros((4, 6, 3), np.uint8), img_path='demo.jpg', ori_shape=(4, 6))
+    assert check(image) is image
+    with pytest.raises(KeyError, match='put it after LoadAnnotations'):
+        check(dict(image, seg_map_path='a.png'))

@@ -38,7 +38,7 @@ def test_console_gets_progress_and_the_log_file_everything(tmp_path, capsys):
     assert 'Config:' not in out and 'Hooks will be executed' not in out
     assert ('System environment: Python 3.11.7, CUDA available False, PyTorch 2.14.1, '
             'MMEngine 0.10.7 (all of it in the log file)') in out
-    assert 'Runtime environment: seed: 0, Distributed training: False\n' in out
+    assert 'Runtime environment: seed: 0, Distributed: False\n' in out
     assert 'compiling details' not in out
     assert 'Iter(train) [1/2]' in out
     for text in (out, log):  # the restart: once, explained, not a warning

@@ -14,9 +14,14 @@ GOLDEN = torch.load(Path(__file__).with_name('golden.pt'), weights_only=True)
 # golden.pt was recorded on a CPU where torch dispatches AVX2 kernels. Another instruction set
 # (AVX-512) sums in another order: Mask R-CNN's and UperNet's outputs then differ by up to
 # 4.5e-6 (measured), so across instruction sets the absolute tolerance is 1e-5; on the
-# recording's own set it stays 1e-6.
-RECORDED_ON = 'AVX2'
-ATOL = 1e-6 if torch.backends.cpu.get_cpu_capability() == RECORDED_ON else 1e-5
+# recording's own set it stays 1e-6. Mask R-CNN's case was recorded again on an AVX-512 CPU
+# when the demo's pyramid moved to strides 4/8/16/32 (patch 8, scales 2/1/0.5/0.25).
+RECORDED_ON = dict(mask_rcnn='AVX512')  # the others: 'AVX2'
+
+
+def atol(name: str) -> float:
+    same = torch.backends.cpu.get_cpu_capability() == RECORDED_ON.get(name, 'AVX2')
+    return 1e-6 if same else 1e-5
 
 
 @pytest.mark.parametrize('name', sorted(CASES))
@@ -27,7 +32,7 @@ def test_outputs_match_the_recording(name):
         if ref.dtype in (torch.int64, torch.int32):
             assert torch.equal(got[key], ref), f'{name}.{key}: codes differ'
         else:
-            torch.testing.assert_close(got[key], ref, rtol=1e-5, atol=ATOL,
+            torch.testing.assert_close(got[key], ref, rtol=1e-5, atol=atol(name),
                                        msg=lambda m: f'{name}.{key}: {m}')
 
 

@@ -54,9 +54,8 @@ def test_read_checkpoint_safe_by_default(tmp_path):
     hub = MessageHub('test_read_checkpoint')
     hub.update_scalar('train/loss', 1.0)
     ok = tmp_path / 'mmengine.pth'
-    from peco_mm.checkpoint.mmengine_loaders import weights_only_message_hub
-    torch.save({'state_dict': {'w': torch.ones(2)}, 'meta': {'epoch': 1},  # as our hook saves
-                'message_hub': weights_only_message_hub(hub.state_dict())}, ok)
+    from tests.checkpoint_forms import save_old_form  # as the launcher saved before plain data
+    save_old_form(ok, hub, state_dict={'w': torch.ones(2)}, meta={'epoch': 1})
     loaded = read_checkpoint(ok)
     torch.testing.assert_close(loaded['state_dict']['w'], torch.ones(2))
     assert isinstance(loaded['message_hub']['log_scalars']['train/loss'], HistoryBuffer)
@@ -170,13 +169,11 @@ def test_mmengine_types_are_allowed_per_read_not_process_wide(tmp_path):
     from mmengine.runner.checkpoint import _load_checkpoint
 
     from peco_mm.checkpoint import checkpoints_through_gate
-    from peco_mm.checkpoint.mmengine_loaders import weights_only_message_hub
     from peco_mm.checkpoint.reader import mmengine_checkpoint_types
+    from tests.checkpoint_forms import save_old_form
     hub = MessageHub('test_allow_list')
     hub.update_scalar('b', 2.0)
-    torch.save({'state_dict': {'w': torch.ones(1)},
-                'message_hub': weights_only_message_hub(hub.state_dict())},
-               tmp_path / 'ckpt.pth')
+    save_old_form(tmp_path / 'ckpt.pth', hub, state_dict={'w': torch.ones(1)})
     allowed = torch.serialization.get_safe_globals()
     assert not [t for t in mmengine_checkpoint_types() if t in allowed]
     read = read_checkpoint(str(tmp_path / 'ckpt.pth'))

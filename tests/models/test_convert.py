@@ -378,3 +378,30 @@ def test_safetensors_timm_file(tmp_path):
     model = PeCoViT.from_checkpoint(str(path), num_heads=4).eval()
     x = images()
     torch.testing.assert_close(model.forward_features(x), ref_tokens(x), atol=ATOL, rtol=0)
+
+
+def test_cli_summarises_a_long_key_list_by_group_and_lists_it_with_verbose(tmp_path, capsys):
+    """An MAE pretraining file with its whole decoder: 32 dropped keys, shown as a count and
+    one line per group of names with the reason their keys share; --verbose lists each key."""
+    enc = randomize(timm_vit.VisionTransformer(**TINY, global_pool='token', num_classes=0), 4)
+    dec = timm_vit.VisionTransformer(**dict(TINY, embed_dim=32), num_classes=0)
+    sd = enc.state_dict()
+    sd.update({f'decoder_{k}': v for k, v in dec.state_dict().items() if k.startswith('blocks.')})
+    sd.update({'mask_token': torch.randn(1, 1, 32), 'decoder_pos_embed': torch.randn(1, 17, 32)})
+    sd.update({f'decoder_{part}.{p}': torch.randn(8) for part in ('embed', 'norm', 'pred')
+               for p in ('weight', 'bias')})
+    torch.save({'model': sd, 'epoch': 3}, tmp_path / 'mae.pth')
+    cli = _cli_module()
+    assert cli.main([str(tmp_path / 'mae.pth'), str(tmp_path / 'a.pth')]) == 0
+    out = capsys.readouterr().out
+    block = out.split('dropped keys (not part of the backbone): 32\n', 1)[1].split('\nunrec')[0]
+    assert block.splitlines() == [
+        '  decoder_blocks.* (24)  (MAE decoder)', '  decoder_embed.* (2)  (MAE decoder)',
+        '  decoder_norm.* (2)  (MAE decoder)', '  decoder_pos_embed  (MAE decoder)',
+        '  decoder_pred.* (2)  (MAE decoder)', '  mask_token  (MAE decoder mask token)',
+        '  (--verbose lists every key)']
+    assert cli.main([str(tmp_path / 'mae.pth'), str(tmp_path / 'b.pth'), '--verbose']) == 0
+    out = capsys.readouterr().out
+    block = out.split('dropped keys (not part of the backbone): 32\n', 1)[1].split('\nunrec')[0]
+    assert len(block.splitlines()) == 32
+    assert '  decoder_blocks.1.mlp.fc2.bias  (MAE decoder)' in block.splitlines()

@@ -224,7 +224,10 @@ PIPELINE_PLACES = {
 def test_transformers_image_processor_normalises_as_the_run(place, tmp_path):
     """The exported processor turns an image into what the run's test pipeline (ResizeEdge
     short side + CenterCrop) and data preprocessor (mean / std on 0..255 RGB) give, wherever
-    the run sets that pipeline; a top-level test_pipeline the run did not use is named."""
+    the run sets that pipeline; a top-level test_pipeline the run did not use is named. The
+    image's short side is the resize already (shrinking, the processor's kernel rounds apart
+    from PIL's: test_export_pixels.py) and its long side leaves a margin of 23: the run starts
+    the crop at round(11.5) = 12."""
     from mmpretrain.datasets.transforms import CenterCrop, ResizeEdge
     from PIL import Image
     src = Source('classifier')
@@ -234,7 +237,7 @@ def test_transformers_image_processor_normalises_as_the_run(place, tmp_path):
     assert len(differs) == (place == 'test_dataloader')
     assert all(n in (dst / 'README.md').read_text() for n in differs)
     assert 'test resize (short side) 40, centre crop 32x32' in (dst / 'README.md').read_text()
-    rgb = torch.randint(0, 256, (48, 48, 3), generator=torch.Generator().manual_seed(3),
+    rgb = torch.randint(0, 256, (40, 55, 3), generator=torch.Generator().manual_seed(3),
                         dtype=torch.uint8).numpy()
     processor = transformers.AutoImageProcessor.from_pretrained(dst)
     ours = processor(Image.fromarray(rgb), return_tensors='pt')['pixel_values']
@@ -516,3 +519,73 @@ def test_kind_errors_name_the_problem(tmp_path):
     exp = to_hf(mim)
     assert exp.config['architectures'] == ['BeitModel']
     assert not any(k.startswith('lm_head') for k in exp.state_dict)
+
+
+# ---- what an export takes from stored data: plain leaves, bounded --------------------------------
+def shared_tree(depth: int):
+    """A list of two references to one list of two references ... to 'a': `depth` levels,
+    2**depth leaves when expanded, a few hundred bytes pickled (the pickle memo shares them)."""
+    node = 'a'
+    for _ in range(depth):
+        node = [node, node]
+    return node
+
+
+STORED_LEAVES = {
+    'classes_shared_tree': (('dataset_meta', 'classes'), [shared_tree(20)],
+                            r'meta\.dataset_meta\.classes: expected a flat list of at most '
+                            r'100000 class names, each a string of at most 256 characters; '
+                            r'found item 0 is a list'),
+    'classes_not_a_list': (('dataset_meta', 'classes'), shared_tree(20),
+                           r'meta\.dataset_meta\.classes: .* found item 0 is a list'),
+    'classes_long_name': (('dataset_meta', 'classes'), ('cat', 'x' * 100_000),
+                          r'meta\.dataset_meta\.classes: .* found item 1 has 100000 characters'),
+    'experiment_shared_tree': (('experiment_name',), shared_tree(20),
+                               r'meta\.experiment_name: expected a string of at most 256 '
+                               r'characters; found a list'),
+    'epoch_shared_tree': (('epoch',), shared_tree(20),
+                          r'meta\.epoch: expected an integer; found a list'),
+}
+
+
+@pytest.mark.parametrize('case', list(STORED_LEAVES))
+def test_an_export_takes_only_plain_leaves_from_the_run(case, tmp_path):
+    """Class names, the experiment name and the epoch are read as plain leaves: a structure
+    shared many times (which str() would expand) is refused naming the key, before any text
+    is made of it."""
+    keys, value, message = STORED_LEAVES[case]
+    src = Source('classifier')
+    holder = src.ckpt['meta']
+    for key in keys[:-1]:
+        holder = holder.setdefault(key, {})
+    holder[keys[-1]] = value
+    with pytest.raises(ValueError, match=r'^run\.pth ' + message):
+        read_export_source(src.ckpt, 'run.pth')
+
+
+def test_cli_refuses_class_names_that_are_not_a_flat_list_in_one_line(tmp_path, capsys):
+    from tests.conftest import load_tool
+    src = Source('classifier')
+    src.ckpt['meta']['dataset_meta'] = dict(classes=[shared_tree(16), 'cat'])
+    ckpt = src.save(tmp_path / 'epoch_800.pth')
+    assert load_tool('export_checkpoint').main([ckpt, str(tmp_path / 'out'), '--to', 'timm']) == 1
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / 'out').exists()
+    assert re.search(r'epoch_800\.pth meta\.dataset_meta\.classes: expected a flat list .* '
+                     r'found item 0 is a list; nothing was written', err), err
+
+
+@pytest.mark.parametrize('where', ['file', 'under_a_file'])
+def test_cli_export_into_a_file_is_one_line(where, tmp_path, capsys):
+    """DST that is an existing file (or lies under one): one line naming it, the file kept."""
+    from tests.conftest import load_tool
+    ckpt = Source('classifier').save(tmp_path / 'epoch_800.pth')
+    taken = tmp_path / 'taken'
+    taken.write_text('mine\n')
+    dst = taken if where == 'file' else taken / 'out'
+    assert load_tool('export_checkpoint').main([ckpt, str(dst), '--to', 'timm']) == 1
+    err = capsys.readouterr().err
+    expected = (f'{dst} exists and is not a folder' if where == 'file'
+                else f'{dst}: cannot create the export folder')
+    assert len(err.strip().splitlines()) == 1 and expected in err, err
+    assert taken.read_text() == 'mine\n'

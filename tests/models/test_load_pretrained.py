@@ -114,3 +114,39 @@ def test_another_vit_flavour_is_refused_with_the_arguments_that_fit(tmp_path):
                        r"blocks\.2\.norm1\.weight\. .* Set the backbone's arch\.num_layers=2 "):
         PeCoViT(arch=dict(embed_dims=64, num_layers=3, num_heads=4), img_size=32, patch_size=8,
                 init_cfg=dict(type='Pretrained', checkpoint=str(path))).init_weights()
+
+
+def test_fc_norm_that_finetuning_adds_is_an_expected_gap_not_a_warning(tmp_path, monkeypatch):
+    """Fine-tuning with global average pooling adds `fc_norm`, which a PeCo pretraining
+    checkpoint does not have: one INFO line with the reason, no warning, and the weights the
+    checkpoint does hold are loaded. A checkpoint that holds half of fc_norm is still a
+    warning, naming the key."""
+    from peco_mm.models import pretrained
+    torch.manual_seed(0)
+    src = PeCoViT(arch='test', img_size=32, patch_size=8, use_mask_token=True)  # pretraining
+    sd = {'backbone.' + k: v for k, v in src.state_dict().items()}
+    assert not any('fc_norm' in k for k in sd)
+    torch.save({'state_dict': sd}, tmp_path / 'pre.pth')
+    logged = []
+    monkeypatch.setattr('mmengine.logging.print_log',
+                        lambda msg, logger=None, level=20: logged.append((level, msg)))
+    model = PeCoViT(arch='test', img_size=32, patch_size=8, final_norm=False,
+                    out_type='avg_featmap')  # the fine-tuning configs' backbone
+    missing, _ = pretrained.load_pretrained(model, str(tmp_path / 'pre.pth'), 'backbone.')
+    assert sorted(missing) == ['fc_norm.bias', 'fc_norm.weight']
+    assert [lv for lv, _ in logged] == [20, 20], logged
+    gap = next(msg for _, msg in logged if 'fc_norm' in msg)
+    assert gap == (f"{tmp_path / 'pre.pth'}: not in the checkpoint, as expected: fc_norm (2 "
+                   "tensors), the norm after global average pooling (out_type='avg_featmap'), "
+                   'which fine-tuning adds and pretraining has none of; it starts from its '
+                   'initialisation, as in BEiT and MAE fine-tuning')
+    own = model.state_dict()
+    assert all(torch.equal(own[k[len('backbone.'):]], v) for k, v in sd.items()
+               if k[len('backbone.'):] in own)
+    # half of fc_norm in a fine-tuned file: not the expected gap, a warning naming the key
+    tuned = {k: v for k, v in sd.items() if not k.startswith('backbone.norm.')}
+    torch.save({'state_dict': {**tuned, 'backbone.fc_norm.weight': torch.ones(64)}},
+               tmp_path / 'half.pth')
+    logged.clear()
+    pretrained.load_pretrained(model, str(tmp_path / 'half.pth'), 'backbone.')
+    assert (30, f"{tmp_path / 'half.pth'}: missing keys ['fc_norm.bias']") in logged

@@ -72,6 +72,8 @@ def test_kill_inside_checkpoint_write_then_resume(tmp_path, cls_data, isolated_m
     assert iters == [3, 4]  # continued from iteration 2, not from scratch
     assert read_checkpoint(work / 'iter_4.pth')['meta']['iter'] == 4
     assert not (work / 'iter_2.pth').exists()  # max_keep_ckpts=1, removed after iter_4
+    # plain data: torch's own weights-only loader reads it, with no allow-list
+    assert torch.load(work / 'iter_4.pth', weights_only=True)['meta']['iter'] == 4
 
 
 @pytest.mark.parametrize('damage', ['truncated', 'missing', 'empty_pointer'])
@@ -133,24 +135,27 @@ def test_kept_and_best_checkpoints_are_renamed_then_pruned(tmp_path, cls_data, i
     assert info['last_ckpt'] == str(work / 'iter_6.pth')
     assert info['kept_checkpoints'] == [str(work / 'iter_5.pth'), str(work / 'iter_6.pth')]
     assert info['best_ckpt'] == str(work / best[0])
+    run_id = read_checkpoint(work / 'iter_6.pth')['meta']['run_id']
     opts.update({'train_cfg.max_iters': 7, 'default_hooks.checkpoint.max_keep_ckpts': 1})
     run(str(cfg), str(work), opts, resume='auto')
     assert sorted(p.name for p in work.glob('iter_*')) == ['iter_7.pth']
+    assert read_checkpoint(work / 'iter_7.pth')['meta']['run_id'] == run_id  # one lineage
 
 
-def resume_checkpoint_hook(work, kept, keep=1, **hub_info):
+def resume_checkpoint_hook(work, kept, keep=1, lines=None, **hub_info):
     """AtomicCheckpointHook.before_train of a run resumed in `work` whose message hub lists
-    `kept` (and `hub_info`); the lines it logged."""
+    `kept` (and `hub_info`, e.g. its `run_id`); the lines it logged about what it left alone
+    (every line it logged goes to `lines` when given)."""
     from types import SimpleNamespace
 
     from mmengine.logging import MessageHub
 
     from peco_mm.engine.hooks import AtomicCheckpointHook
-    hub = MessageHub(f'kept_{work.name}')
+    hub = MessageHub(f'kept_{work.name}_{len(kept)}_{sorted(hub_info)}')
     hub.update_info('kept_checkpoints', kept)
     for key, value in hub_info.items():
         hub.update_info(key, value)
-    lines = []
+    lines = [] if lines is None else lines
     runner = SimpleNamespace(work_dir=str(work), message_hub=hub,
                              logger=SimpleNamespace(info=lines.append, warning=lines.append))
     hook = AtomicCheckpointHook(interval=1, by_epoch=False, max_keep_ckpts=keep,
@@ -159,15 +164,27 @@ def resume_checkpoint_hook(work, kept, keep=1, **hub_info):
     return hook, [line for line in lines if 'left alone' in line]
 
 
+LINEAGE = 'a' * 32  # a run lineage's identity, as the hook makes it (uuid4().hex)
+OTHER = 'b' * 32
+
+
+def save_checkpoint_of(path, run_id=None):
+    """A small checkpoint at `path`, recording `run_id` (None: written before run ids)."""
+    meta = {'iter': 1} if run_id is None else {'iter': 1, 'run_id': run_id}
+    torch.save({'meta': meta, 'state_dict': {'w': torch.ones(2)}}, path)
+
+
 def test_resuming_a_copied_work_dir_prunes_its_own_files_only(tmp_path):
     """The kept checkpoints a copied work dir's files list name the original folder: the
-    copy prunes its own files of those names, the original keeps every one."""
+    copy prunes its own files of those names (they record the run lineage), the original
+    keeps every one."""
     orig, copy = tmp_path / 'orig', tmp_path / 'copy'
     for folder in (orig, copy):
         folder.mkdir()
         for i in (1, 2, 3):
-            (folder / f'iter_{i}.pth').write_bytes(b'x')
-    resume_checkpoint_hook(copy, [str(orig / f'iter_{i}.pth') for i in (1, 2, 3)])
+            save_checkpoint_of(folder / f'iter_{i}.pth', LINEAGE)
+    resume_checkpoint_hook(copy, [str(orig / f'iter_{i}.pth') for i in (1, 2, 3)],
+                           run_id=LINEAGE)
     assert sorted(p.name for p in orig.iterdir()) == ['iter_1.pth', 'iter_2.pth', 'iter_3.pth']
     assert sorted(p.name for p in copy.iterdir()) == ['iter_3.pth']
 
@@ -184,11 +201,11 @@ def test_a_resumed_checkpoint_deletes_nothing_it_did_not_write(tmp_path, monkeyp
     (tmp_path / 'best_acc_iter_1.pth').write_bytes(b'x')
     (work / 'notes.txt').write_bytes(b'x')
     for i in (1, 2):
-        (work / f'iter_{i}.pth').write_bytes(b'x')
+        save_checkpoint_of(work / f'iter_{i}.pth', LINEAGE)
     hostile = [str(tmp_path / 'x'), '../x', str(tmp_path / 'folder'), str(work / 'notes.txt'), 7]
     hook, lines = resume_checkpoint_hook(
         work, hostile + [str(work / 'iter_1.pth'), str(work / 'iter_2.pth')],
-        best_ckpt=str(tmp_path / 'x'))
+        best_ckpt=str(tmp_path / 'x'), run_id=LINEAGE)
     assert sorted(p.name for p in tmp_path.iterdir()) == ['best_acc_iter_1.pth', 'folder',
                                                           'work', 'x']
     assert (tmp_path / 'folder' / 'data').exists()
@@ -198,3 +215,53 @@ def test_a_resumed_checkpoint_deletes_nothing_it_did_not_write(tmp_path, monkeyp
     # a best checkpoint named from elsewhere is taken as this work dir's file of that name
     hook, lines = resume_checkpoint_hook(work, [], best_ckpt=str(tmp_path / 'best_acc_iter_1.pth'))
     assert hook.best_ckpt_path == str(work / 'best_acc_iter_1.pth') and not lines
+
+
+def test_a_foreign_checkpoint_resumed_in_a_work_dir_deletes_none_of_its_files(tmp_path):
+    """A downloaded checkpoint resumed in a work dir of other runs: its kept list names
+    iter_100/200/300/400, which are there, written by another run (one before run ids were
+    recorded, and iter_300.pth a folder). Pruning to max_keep_ckpts=1 deletes none of them,
+    removes no folder, and says so for each; its best checkpoint's namesake is left too."""
+    work = tmp_path / 'work'
+    work.mkdir()
+    save_checkpoint_of(work / 'iter_100.pth', OTHER)
+    save_checkpoint_of(work / 'iter_200.pth')  # before run ids
+    (work / 'iter_300.pth').mkdir()
+    (work / 'iter_300.pth' / 'notes.txt').write_text('mine')
+    save_checkpoint_of(work / 'iter_400.pth', OTHER)
+    save_checkpoint_of(work / 'best_acc_iter_100.pth', OTHER)
+    kept = [f'/elsewhere/iter_{i}.pth' for i in (100, 200, 300, 400)]
+    logged = []
+    hook, lines = resume_checkpoint_hook(work, kept, lines=logged, run_id=LINEAGE,
+                                         best_ckpt='/elsewhere/best_acc_iter_100.pth')
+    assert sorted(p.name for p in work.iterdir()) == [
+        'best_acc_iter_100.pth', 'iter_100.pth', 'iter_200.pth', 'iter_300.pth', 'iter_400.pth']
+    assert (work / 'iter_300.pth' / 'notes.txt').read_text() == 'mine'
+    assert hook.best_ckpt_path is None  # mmengine's hook never deletes it for a better one
+    assert not [line for line in logged if 'removed' in line]
+    pruned = [line for line in lines if '(beyond max_keep_ckpts=1) left alone' in line]
+    assert [line.split()[1] for line in pruned] == [
+        str(work / f'iter_{i}.pth') for i in (100, 200, 300)], lines
+    assert any('folders are never deleted' in line for line in lines)
+    assert any('best_acc_iter_100.pth' in line and 'another run' in line for line in lines)
+
+
+def test_pruning_deletes_the_lineages_files_and_logs_each(tmp_path):
+    """Files that record the lineage's run id, and files this process wrote (whatever they
+    hold), are deleted, each with a log line."""
+    work = tmp_path / 'work'
+    work.mkdir()
+    for i in (1, 2, 3):
+        save_checkpoint_of(work / f'iter_{i}.pth', LINEAGE)
+    logged = []
+    hook, _ = resume_checkpoint_hook(work, [str(work / f'iter_{i}.pth') for i in (1, 2, 3)],
+                                     keep=1, lines=logged, run_id=LINEAGE)
+    assert sorted(p.name for p in work.iterdir()) == ['iter_3.pth']
+    removed = [line for line in logged if line.startswith('removed checkpoint')]
+    assert removed == [f'removed checkpoint {work / f"iter_{i}.pth"} (beyond max_keep_ckpts=1)'
+                       for i in (1, 2)]
+    (work / 'iter_4.pth').write_bytes(b'written by this process')
+    hook.written.add(str(work / 'iter_4.pth'))
+    hook.prune([str(work / 'iter_4.pth')])
+    assert not (work / 'iter_4.pth').exists()
+    assert logged[-1] == f'removed checkpoint {work / "iter_4.pth"} (beyond max_keep_ckpts=1)'

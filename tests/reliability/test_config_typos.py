@@ -37,11 +37,14 @@ ARCH_DICT = ('model = dict(backbone=dict(arch=dict(_delete_=True, embed_dims=64,
     ({'env_cfg.dist_cfg.timout': 60},
      'env_cfg.dist_cfg.timout: unknown key for env_cfg.dist_cfg; did you mean '
      'env_cfg.dist_cfg.timeout? Allowed: backend, init_backend, init_method, timeout, '),
+    ({'default_hooks.chekpoint.interval': 5},  # a misspelt hook name: a dict without type
+     'default_hooks.chekpoint: no hook of that name and no type to build one; did you mean '
+     'default_hooks.checkpoint? Default hooks: checkpoint, logger, '),
     ({'custom_hooks': [dict(type='EMAHok')]},
      "custom_hooks.0.type='EMAHok': no hook of that name is registered (scope 'mmpretrain'; "
      "custom_imports must import the module that registers it). Did you mean 'EMAHook'?"),
 ], ids=['arch', 'checkpoint_hook', 'backbone', 'optimizer', 'optim_wrapper', 'dataloader',
-        'loop', 'dist_cfg', 'hook_type'])
+        'loop', 'dist_cfg', 'hook_name', 'hook_type'])
 def test_typo_refused_before_training(tmp_path, cls_data, isolated_mmengine, option, message):
     from peco_mm.supervisor.launch import run
     cfg = write_cls(tmp_path / 'cls.py', cls_data, iters=2, interval=1, extra=ARCH_DICT)

@@ -45,3 +45,18 @@ def test_label_check_classes_filled_in_or_refused():
     assert unset(dict(gt_seg_map=[[0, 200]], ori_shape=(1, 2))) is not None
     with pytest.raises(ValueError, match=r'label values \[-1\]'):
         unset(dict(gt_seg_map=[[0, -1]], ori_shape=(1, 2)))
+
+
+def test_label_check_passes_an_image_without_labels_and_names_a_misplaced_check():
+    """mmseg's inference_model runs the test pipeline without LoadAnnotations: an image with no
+    label file passes; one whose label file was not loaded yet is a misplaced check."""
+    import numpy as np
+    import pytest
+
+    from peco_mm.datasets.seg_checks import CheckSegLabels
+    check = CheckSegLabels(num_classes=3)
+    image = dict(img=np.zeros((4, 6, 3), np.uint8), img_path='a.jpg', ori_shape=(4, 6))
+    assert check(dict(image)) == image
+    with pytest.raises(KeyError, match='CheckSegLabels needs `gt_seg_map`: put it after '
+                                       'LoadAnnotations'):
+        check(dict(image, seg_map_path='a.png'))

@@ -4,13 +4,17 @@ Every code-carrying file would create `MARKER` if anything ran it: the pickles t
 `__reduce__` (os.system), the config texts through mmengine's `Config`, which executes them
 (`test_hostile_files.py::test_the_corpus_is_live` checks that each one really does).
 """
+import json
 import os
 import random
+import re
 import shlex
 import zipfile
 from pathlib import Path
 
 import torch
+
+from tests.security.budget_payloads import BUDGET_EXPECTED, build_budget_corpus
 
 # file name -> the refusal its one-line error must contain (a regular expression)
 EXPECTED = {
@@ -32,6 +36,7 @@ EXPECTED = {
     'alloc_tensor': r'would allocate 838\d{4} bytes \(torch\.FloatTensor\(\.\.\.\)\)',
     'zip_bomb': r'its zip entries unpack to 838\d{4} bytes, more than a read may allocate',
     'deep_nesting': r'holds data nested deeper than 100 levels',
+    **BUDGET_EXPECTED,  # sizes as numpy integers, numpy arrays, shared keys, a zip's pickle twice
 }
 # PECO_MM_READ_BUDGET_MB while the corpus is read: each allocation payload asks for 8 MiB
 BUDGET_MB = '1'
@@ -113,25 +118,60 @@ def build_corpus(root: Path) -> tuple[dict[str, Path], Path, dict[str, str]]:
     for _ in range(150):
         deep = [deep]
     save('deep_nesting', {**weights, 'x': deep})
+    files.update(build_budget_corpus(root))
     assert set(files) == set(EXPECTED)
     return files, marker, texts
 
 
-# ---- plain data naming code: the registry names a tokenizer is rebuilt from -------------------
+# ---- plain data naming code: what a tokenizer is rebuilt from -----------------------------------
 # a module of the test's own making; importing it, or calling its `touch`, creates the marker
 TRACE_MODULE = 'hostile_trace'
-_DOTTED = rf"'{TRACE_MODULE}\.touch' is not a name registered by peco_mm or a loaded host"
+# a name registered by mmengine outside MODELS: mmengine's MODELS.get imports it as a module
+OTHER_REGISTRY_NAME = 'LocalVisBackend'
+# a registered host builder that runs a folder's Python (transformers' trust_remote_code)
+REMOTE_CODE_TYPE = 'mmpretrain.AutoModelForCausalLM'
+REMOTE_CODE_FOLDER = 'remote_code_model'
+_ENCODERS = 'allowed: CNNEncoder, ViTEncoder'
+
+
+def _not_a_part(name: str, slot: str, allowed: str) -> str:
+    return rf"'{name}' is not a part a checkpoint may rebuild as the {slot}; {allowed}"
+
+
+_DOTTED = _not_a_part(rf'{TRACE_MODULE}\.touch', 'encoder', _ENCODERS)
+_REMOTE = _not_a_part(re.escape(REMOTE_CODE_TYPE), 'encoder', _ENCODERS)
 # file name -> the refusal of every route that rebuilds a tokenizer from the file
 NAME_EXPECTED = {
     'parts_dotted_type': rf'meta\.tokenizer_parts\.encoder\.type: {_DOTTED}',
-    'parts_decoder_dotted': rf'meta\.tokenizer_parts\.decoder\.type: {_DOTTED}',
-    'parts_scope': (rf"meta\.tokenizer_parts\.encoder\._scope_: '{TRACE_MODULE}' is not the "
-                    'scope of a loaded registry'),
-    'parts_module_name': (rf"meta\.tokenizer_parts\.quantizer\.type: '{TRACE_MODULE}' is not "
-                          'a name registered'),
+    'parts_decoder_dotted': (rf'meta\.tokenizer_parts\.decoder\.type: ' + _not_a_part(
+        rf'{TRACE_MODULE}\.touch', 'decoder', 'allowed: CNNDecoder, ViTDecoder')),
+    'parts_scope': (r'meta\.tokenizer_parts\.encoder\._scope_: not an argument a checkpoint '
+                    r'may give CNNEncoder; allowed: base_channels, '),
+    'parts_module_name': (r'meta\.tokenizer_parts\.quantizer\.type: ' + _not_a_part(
+        TRACE_MODULE, 'quantizer', 'allowed: EMAVectorQuantizer, GumbelQuantizer')),
     'arch_dotted_type': rf'meta\.tokenizer_arch\.encoder\.type: {_DOTTED}',
     'cfg_model_dotted': rf'meta\.cfg model\.encoder\.type: {_DOTTED}',
+    # a registered name runs code: a host builder with trust_remote_code, in every format
+    'parts_remote_code': rf'meta\.tokenizer_parts\.encoder\.type: {_REMOTE}',
+    'arch_remote_code': rf'meta\.tokenizer_arch\.encoder\.type: {_REMOTE}',
+    'cfg_model_remote_code': rf'meta\.cfg model\.encoder\.type: {_REMOTE}',
+    # a name registered in another registry is imported as a module by MODELS
+    'parts_other_registry': (r'meta\.tokenizer_parts\.quantizer\.type: ' + _not_a_part(
+        OTHER_REGISTRY_NAME, 'quantizer', 'allowed: EMAVectorQuantizer, GumbelQuantizer')),
+    # an allowed class with a nested part, a path, or an argument not of its signature
+    'parts_nested_type': (r'meta\.tokenizer_parts\.encoder\.init_cfg: not an argument a '
+                          r'checkpoint may give ViTEncoder; allowed: arch, '),
+    'parts_path_argument': (r'meta\.tokenizer_parts\.encoder\.arch: \'/.*\' is not a plain '
+                            r'word .*a path, URL, module name or other text is never'),
+    'arch_vit_cfg_nested': (r'meta\.tokenizer_arch\.vit_cfg\.init_cfg: not an argument a '
+                            r'checkpoint may give ViTEncoder'),
 }
+# the payloads mmengine's MODELS.build runs in any process (the others need a host's models
+# imported, or a ViT's init_weights)
+LIVE_IN_PROCESS = ('parts_dotted_type', 'parts_decoder_dotted', 'parts_scope',
+                   'parts_module_name', 'arch_dotted_type', 'cfg_model_dotted',
+                   'parts_other_registry')
+REMOTE_CODE_PAYLOADS = ('parts_remote_code', 'arch_remote_code', 'cfg_model_remote_code')
 TINY_PARTS = dict(encoder=dict(type='CNNEncoder', base_channels=4, channel_mult=(1, 2),
                                num_res_blocks=1),
                   decoder=dict(type='CNNDecoder', base_channels=4, channel_mult=(1, 2),
@@ -139,9 +179,12 @@ TINY_PARTS = dict(encoder=dict(type='CNNEncoder', base_channels=4, channel_mult=
                   quantizer=dict(type='EMAVectorQuantizer', num_embeddings=16, embed_dims=8))
 
 
-def name_payloads() -> dict[str, dict]:
+def name_payloads(root: Path) -> dict[str, dict]:
     """name -> the part configs (encoder, decoder, quantizer) each hostile file stores."""
     dotted = dict(type=f'{TRACE_MODULE}.touch', code='print(1)')
+    remote = dict(type=REMOTE_CODE_TYPE, name_or_path=str(root / REMOTE_CODE_FOLDER),
+                  trust_remote_code=True)
+    vit = dict(type='ViTEncoder', arch='test', img_size=16, patch_size=8)
 
     def parts(**changed):
         return {k: dict(changed.get(k, v)) for k, v in TINY_PARTS.items()}
@@ -152,23 +195,50 @@ def name_payloads() -> dict[str, dict]:
         'parts_module_name': parts(quantizer=dict(type=TRACE_MODULE)),
         'arch_dotted_type': parts(encoder=dotted),
         'cfg_model_dotted': parts(encoder=dotted),
+        'parts_remote_code': parts(encoder=remote),
+        'arch_remote_code': parts(encoder=remote),
+        'cfg_model_remote_code': parts(encoder=remote),
+        'parts_other_registry': parts(quantizer=dict(type=OTHER_REGISTRY_NAME)),
+        'parts_nested_type': parts(encoder=dict(vit, init_cfg=dict(remote, type='Pretrained'))),
+        'parts_path_argument': parts(encoder=dict(vit, arch=str(root / 'arch.py'))),
+        'arch_vit_cfg_nested': parts(encoder=dict(vit, init_cfg=remote)),
     }
 
 
-def build_name_corpus(root: Path) -> tuple[dict[str, Path], Path]:
-    """(name -> file, the marker path): checkpoints whose plain meta data names the trace
-    module as a registry type or scope; put `root` on sys.path to make the names live."""
-    marker = root / 'NAME_MARKER'
+def write_trace_code(root: Path, marker: Path) -> None:
+    """Under `root`: the trace module, a module named like the other registry's name, and a
+    transformers model folder whose remote code creates `marker` when imported."""
+    touch = f'open({str(marker)!r}, "w").close()\n'
     package = root / TRACE_MODULE
     package.mkdir(exist_ok=True)
-    (package / '__init__.py').write_text(
-        f'open({str(marker)!r}, "w").close()\n\n\ndef touch(**kwargs):\n'
-        f'    open({str(marker)!r}, "w").close()\n')
+    (package / '__init__.py').write_text(f'{touch}\n\ndef touch(**kwargs):\n    {touch}')
+    (root / f'{OTHER_REGISTRY_NAME}.py').write_text(touch)
+    folder = root / REMOTE_CODE_FOLDER
+    folder.mkdir(exist_ok=True)
+    (folder / 'config.json').write_text(json.dumps(dict(
+        model_type='peco_trace', auto_map=dict(AutoConfig='trace_code.TraceConfig',
+                                               AutoModelForCausalLM='trace_code.TraceModel'))))
+    (folder / 'trace_code.py').write_text(
+        f'{touch}from transformers import PretrainedConfig\n\n\n'
+        'class TraceConfig(PretrainedConfig):\n    model_type = "peco_trace"\n')
+
+
+def build_name_corpus(root: Path) -> tuple[dict[str, Path], Path]:
+    """(name -> file, the marker path): checkpoints whose plain meta data names code (a
+    module, a registered host builder, a nested part, a path); put `root` on sys.path to
+    make the module names live."""
+    marker = root / 'NAME_MARKER'
+    marker.unlink(missing_ok=True)
+    write_trace_code(root, marker)
     files = {}
-    for name, parts in name_payloads().items():
-        if name == 'cfg_model_dotted':  # an old file: the config text only
+    for name, parts in name_payloads(root).items():
+        if name.startswith('cfg_model'):  # an old file: the config text only
             meta = {'cfg': 'model = ' + repr(dict(type='PeCoTokenizer', **parts)) + '\n'}
-        elif name == 'arch_dotted_type':  # an old file: flat arguments and part configs
+        elif name == 'arch_vit_cfg_nested':  # an old ViT file: vit_cfg holds its arguments
+            vit_cfg = {k: v for k, v in parts['encoder'].items() if k != 'type'}
+            meta = {'tokenizer_arch': dict(encoder_type='vit', vit_cfg=vit_cfg,
+                                           num_embeddings=16, embed_dims=8)}
+        elif name.startswith('arch'):  # an old file: flat arguments and part configs
             meta = {'tokenizer_arch': dict(num_embeddings=16, embed_dims=8,
                                            encoder=parts['encoder'])}
         else:

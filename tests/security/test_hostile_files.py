@@ -16,8 +16,9 @@ import torch
 from peco_mm.checkpoint.budget import BUDGET_ENV
 from tests.conftest import ROOT, load_tool, run_tool
 from tests.security.hostile import (ALLOCATION, BUDGET_MB, CODE_IN_CONFIG, EXPECTED,
-                                    NAME_EXPECTED, TINY_PARTS, TRACE_MODULE, build_corpus,
-                                    build_name_corpus, name_payloads)
+                                    LIVE_IN_PROCESS, NAME_EXPECTED, OTHER_REGISTRY_NAME,
+                                    TINY_PARTS, TRACE_MODULE, build_corpus, build_name_corpus,
+                                    name_payloads)
 from tests.tools.conftest import isolated_mmengine  # noqa: F401
 
 TINY_TOK = dict(base_channels=4, channel_mult=(1, 2, 2), num_res_blocks=1, num_embeddings=16,
@@ -226,17 +227,22 @@ def test_tools_that_build_first_refuse_code(route, corpus, runner, isolated_mmen
 
 
 # ---- plain data naming code: every route that rebuilds a tokenizer from a file's names ---------
+TRACE_MODULES = (TRACE_MODULE, OTHER_REGISTRY_NAME)  # importing either creates the marker
+
+
 @pytest.fixture
 def name_corpus(corpus):
     """The files of `build_name_corpus`, with the trace module importable (and unimported)."""
     files, marker = build_name_corpus(corpus.root)
     sys.path.insert(0, str(corpus.root))
-    sys.modules.pop(TRACE_MODULE, None)
+    for module in TRACE_MODULES:
+        sys.modules.pop(module, None)
     try:
         yield SimpleNamespace(files=files, marker=marker)
     finally:
         sys.path.remove(str(corpus.root))
-        sys.modules.pop(TRACE_MODULE, None)
+        for module in TRACE_MODULES:
+            sys.modules.pop(module, None)
 
 
 def resumed_target_generator(p, c):
@@ -253,6 +259,18 @@ def resumed_target_generator(p, c):
     MODELS.build(cfg.model.target_generator)
 
 
+def pretraining_target(p, c):
+    """The pretraining model of a config whose target generator names the file (what
+    tools/train.py builds), built in mmpretrain's scope."""
+    from mmengine.config import Config
+    from mmengine.registry import DefaultScope
+    from mmpretrain.registry import MODELS
+    cfg = Config.fromfile(str(c.peco))
+    cfg.model.target_generator.checkpoint = str(p)
+    with DefaultScope.overwrite_default_scope('mmpretrain'):
+        MODELS.build(cfg.model)
+
+
 def rebuild_routes() -> dict:
     """Every route that rebuilds a tokenizer from a file: the tools (tokenize_dataset, both
     visualize tools, both measure tools) and the pretraining target, built or resumed."""
@@ -262,41 +280,102 @@ def rebuild_routes() -> dict:
         'FrozenPeCoTokenizer': lambda p, c: FrozenPeCoTokenizer(str(p)),
         'FrozenPeCoTokenizer with_decoder': lambda p, c: FrozenPeCoTokenizer(
             str(p), with_decoder=True),
+        'pretraining target (config)': pretraining_target,
         'pretraining --resume (tokenizer file gone)': resumed_target_generator,
         **{k: v for k, v in tools.items() if 'convert' not in k and 'perceptual' not in k},
     }
 
 
 REBUILD_ROUTES = ('FrozenPeCoTokenizer', 'FrozenPeCoTokenizer with_decoder',
+                  'pretraining target (config)',
                   'pretraining --resume (tokenizer file gone)', 'tools/tokenize_dataset.py',
                   'tools/visualize_reconstructions.py', 'tools/visualize_mim.py --tokenizer',
                   'tools/measure_code_agreement.py', 'tools/measure_grad_share.py --tokenizer')
-# visualize_mim builds the pretraining model from its config first (about 1 s a call)
-HEAVY_NAME_SAMPLE = ('parts_dotted_type', 'parts_scope')
+# visualize_mim and the pretraining config build the pretraining model first (about 1 s a call)
+HEAVY_NAME_SAMPLE = ('parts_dotted_type', 'parts_scope', 'parts_remote_code',
+                     'parts_other_registry', 'cfg_model_remote_code')
 
 
 @pytest.mark.parametrize('route', REBUILD_ROUTES)
-def test_every_rebuild_route_refuses_unregistered_names(route, corpus, name_corpus, runner,
-                                                        isolated_mmengine):  # noqa: F811
+def test_every_rebuild_route_refuses_parts_outside_the_schema(route, corpus, name_corpus, runner,
+                                                              isolated_mmengine):  # noqa: F811
     """A dotted `type` (mmengine would import and call it), a module name as `type`, a
-    `_scope_` naming an unimported module, in the part configs, the old flat arguments and
-    an old file's config text: refused before anything is built, nothing imported."""
+    `_scope_`, a registered host builder that runs a folder's code, a name registered in
+    another registry (imported as a module), a nested part, a path argument, in the part
+    configs, the old flat arguments and an old file's config text: refused before anything
+    is built, nothing imported."""
     routes = rebuild_routes()
     assert set(routes) == set(REBUILD_ROUTES)
-    names = HEAVY_NAME_SAMPLE if 'visualize_mim' in route else NAME_EXPECTED
+    heavy = 'visualize_mim' in route or 'config' in route
+    names = HEAVY_NAME_SAMPLE if heavy else NAME_EXPECTED
     failures = refuse_all({route: routes[route]}, names, corpus, runner,
                           files=name_corpus.files, expected=NAME_EXPECTED,
                           marker=name_corpus.marker)
     assert not failures, '\n'.join(failures)
-    assert TRACE_MODULE not in sys.modules
+    assert not set(TRACE_MODULES) & set(sys.modules)
 
 
-def test_the_name_corpus_is_live(name_corpus):
-    """Built the trusting way (mmengine's registry, no name check), each payload imports the
-    trace module: the refusals above are not refusals of inert files."""
+def test_rebuild_routes_with_the_hosts_imported(corpus, name_corpus, tmp_path):
+    """With mmdet's, mmseg's and mmpretrain's models imported (thousands of registered names,
+    `mmpretrain.AutoModelForCausalLM` among them), the rebuild routes refuse every payload
+    and nothing runs; built the trusting way, the remote-code payload runs its folder's
+    Python (no network: a local folder, the hub offline)."""
+    import json
+    import os
+    env = dict(PYTHONPATH=f'{ROOT}{os.pathsep}{corpus.root}', HF_HOME=str(tmp_path / 'hf'),
+               HF_HUB_OFFLINE='1', TRANSFORMERS_OFFLINE='1')
+    proc = run_tool([sys.executable, '-m', 'tests.security.rebuild_with_hosts', corpus.root],
+                    env=env, check=False, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out['registered'] > 1000
+    assert not out['failures'], '\n'.join(out['failures'])
+    assert out['refused_cleanly'] and out['remote_code_live']
+    name_corpus.marker.unlink()
+
+
+# a converted file's `meta.pecovit_args` (what the study's random twin is built from):
+# name -> (the arguments stored, the refusal)
+PECOVIT_ARGS = {
+    'init_cfg_dotted_type': (dict(init_cfg=dict(type=f'{TRACE_MODULE}.touch')),
+                             r'meta\.pecovit_args\.init_cfg: not an argument a checkpoint may '
+                             r'give PeCoViT; allowed: arch, '),
+    'pretrained_path': (dict(pretrained='/checkpoints/elsewhere.pth'),
+                        r'meta\.pecovit_args\.pretrained: not an argument'),
+    'arch_with_type': (dict(arch=dict(type=f'{TRACE_MODULE}.touch', embed_dims=16)),
+                       r"meta\.pecovit_args\.arch: key 'type' is not a plain argument name"),
+    'url_word': (dict(out_type='https://example.com/x'),
+                 r"meta\.pecovit_args\.out_type: 'https://example\.com/x' is not a plain word"),
+}
+
+
+@pytest.mark.parametrize('case', list(PECOVIT_ARGS))
+def test_a_converted_files_arguments_are_checked_against_the_schema(case, name_corpus,
+                                                                    tmp_path):
+    """The PeCoViT a converted file describes (`demo_checks.random_twin`, the study's
+    baseline) is built only from plain arguments of PeCoViT's signature: an initialiser
+    named by a dotted path (mmengine imports it at init_weights), a file, a nested `type`,
+    a URL are refused before anything is built."""
+    from peco_mm.tooling.demo_checks import random_twin
+    changed, expected = PECOVIT_ARGS[case]
+    path = tmp_path / 'converted.pth'
+    args = dict(arch=dict(embed_dims=16, num_layers=2, num_heads=2), img_size=32,
+                patch_size=8)
+    torch.save({'state_dict': {}, 'meta': dict(pecovit_args={**args, **changed})}, path)
+    check_refused(lambda: random_twin(str(path), 0), path, expected, name_corpus.marker)
+    torch.save({'state_dict': {}, 'meta': dict(pecovit_args=args)}, path)
+    assert random_twin(str(path), 0)[0].num_layers == 2  # the plain arguments build
+
+
+def test_the_name_corpus_is_live(name_corpus, corpus):
+    """Built the trusting way (mmengine's registry, no check), each payload that needs no
+    host imports the trace module: the refusals above are not refusals of inert files
+    (`test_rebuild_routes_with_the_hosts_imported` shows the remote-code payload live)."""
     from peco_mm.registry import MODELS
-    for name, parts in name_payloads().items():
-        sys.modules.pop(TRACE_MODULE, None)
+    for name in LIVE_IN_PROCESS:
+        parts = name_payloads(corpus.root)[name]
+        for module in TRACE_MODULES:
+            sys.modules.pop(module, None)
         hostile = next(part for k, part in parts.items() if part != TINY_PARTS[k])
         with contextlib.suppress(Exception):  # it imports, then calls or fails to build
             MODELS.build(hostile)

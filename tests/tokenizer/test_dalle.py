@@ -141,19 +141,26 @@ class SharedBlock(torch.nn.Module):
 
 
 def test_a_pickled_module_with_shared_children_is_walked_once(tmp_path, monkeypatch):
-    """18 levels of a child shared by two names: 2**19 paths, each module read once (under
-    the first name), so sharing cannot make the walk run away (60 levels: 2**61 paths)."""
+    """12 levels of a child shared by two names: 2**13 paths, each module read once (under
+    the first name), so sharing cannot make the walk run away. 20 levels (2**21 paths, tens
+    of millions of objects to a walk that does not remember) are refused before the read:
+    shared references may add at most MAX_SHARED_EXPANSION objects."""
     import types
     fake = types.ModuleType('dall_e_shared')
     fake.SharedBlock = type('SharedBlock', (SharedBlock,), {'__module__': 'dall_e_shared'})
-    node = fake.SharedBlock()
-    for _ in range(18):
-        node = fake.SharedBlock(node)
     monkeypatch.setitem(sys.modules, 'dall_e_shared', fake)  # while saving only
-    torch.save(node, tmp_path / 'shared.pkl')
+    for levels in (12, 20):
+        node = fake.SharedBlock()
+        for _ in range(levels):
+            node = fake.SharedBlock(node)
+        torch.save(node, tmp_path / f'shared{levels}.pkl')
     monkeypatch.delitem(sys.modules, 'dall_e_shared')
-    state = read_module_state_dict(str(tmp_path / 'shared.pkl'))
-    assert list(state) == ['w'] + ['a.' * i + 'w' for i in range(1, 19)]
+    state = read_module_state_dict(str(tmp_path / 'shared12.pkl'))
+    assert list(state) == ['w'] + ['a.' * i + 'w' for i in range(1, 13)]
+    with pytest.raises(ValueError, match=r'shared20\.pkl: holds objects shared so often that '
+                       r'a walk of it meets more than \d+ \(the file writes \d+; shared '
+                       r'references may add at most 1048576 more\); not read'):
+        read_module_state_dict(str(tmp_path / 'shared20.pkl'))
 
 
 @pytest.mark.parametrize('inert', [False, True])

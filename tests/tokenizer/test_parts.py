@@ -1,6 +1,7 @@
 """The tokenizer built from registered parts: a new architecture is one registered encoder /
 decoder pair plus a config; checkpoints store the part configs and the frozen tokenizer
-rebuilds them; the old flat arguments give the same model."""
+rebuilds them (peco_mm's own parts from the file alone, one's own given by the caller); the
+old flat arguments give the same model."""
 from types import SimpleNamespace
 
 import pytest
@@ -62,7 +63,14 @@ def test_a_new_architecture_is_a_registered_pair_and_a_config(tmp_path):
     stored = read_checkpoint(path)['meta']['tokenizer_parts']
     assert stored['encoder'] == dict(type='PatchConvEncoderForTest', patch=4)
     assert stored['quantizer'] == QUANTIZER
-    frozen = FrozenPeCoTokenizer(path, with_decoder=True)
+    # a file names its parts from the closed schema only: a class of one's own is given by
+    # the caller (a config is code), never read from the file
+    with pytest.raises(ValueError, match=r"tok\.pth meta\.tokenizer_parts\.encoder\.type: "
+                       r"'PatchConvEncoderForTest' is not a part a checkpoint may rebuild as "
+                       r'the encoder; allowed: CNNEncoder, ViTEncoder'):
+        FrozenPeCoTokenizer(path, with_decoder=True)
+    frozen = FrozenPeCoTokenizer(path, with_decoder=True, encoder=cfg['encoder'],
+                                 decoder=cfg['decoder'])
     assert isinstance(frozen.encoder, PatchConvEncoder)
     assert isinstance(frozen.decoder, PatchConvDecoder)
     tok.eval()

@@ -125,13 +125,13 @@ def test_dist_scripts_node_arguments(env, expected):
 @pytest.mark.parametrize('tool, args, expected', [
     ('dist_train.sh', ['c.py', '2', '--amp'],
      ['python tools/train.py c.py --preflight-only --amp',
-      'python peco_mm/supervisor/process_tree.py python -m torch.distributed.run --standalone '
+      'python peco_mm/supervisor/process_tree.py python -P -m torch.distributed.run --standalone '
       '--nnodes=1 --nproc_per_node=2 tools/train.py c.py --launcher pytorch --amp']),
     ('dist_train.sh', ['c.py', '2', '--skip-preflight'],  # no preflight process
-     ['python peco_mm/supervisor/process_tree.py python -m torch.distributed.run --standalone '
+     ['python peco_mm/supervisor/process_tree.py python -P -m torch.distributed.run --standalone '
       '--nnodes=1 --nproc_per_node=2 tools/train.py c.py --launcher pytorch --skip-preflight']),
     ('dist_test.sh', ['c.py', 'w.pth', '3', '--out', 'o.pkl'],
-     ['python peco_mm/supervisor/process_tree.py python -m torch.distributed.run --standalone '
+     ['python peco_mm/supervisor/process_tree.py python -P -m torch.distributed.run --standalone '
       '--nnodes=1 --nproc_per_node=3 tools/test.py c.py w.pth --launcher pytorch --out o.pkl']),
     ('slurm_train.sh', ['part', 'job', 'c.py', '--amp'],
      ['srun -p part --job-name=job --gres=gpu:2 --ntasks=2 --ntasks-per-node=2 '

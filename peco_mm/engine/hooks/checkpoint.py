@@ -22,13 +22,15 @@ import os.path as osp
 import re
 import shutil
 import string
+import uuid
 
 import torch
 from mmengine import dist
 from mmengine.hooks import CheckpointHook
 from mmengine.model import is_model_wrapper
 
-from ...checkpoint.mmengine_loaders import weights_only_message_hub
+from ...checkpoint import read_checkpoint
+from ...checkpoint.plain import history_buffers_restored, plain_checkpoint
 from ...registry import HOOKS
 from ...utils.finite import nonfinite_names
 
@@ -46,16 +48,27 @@ class AtomicCheckpointHook(CheckpointHook):
     - `max_keep_ckpts` is applied here, after the rename (the parent, given -1, deletes
       nothing): mmengine deletes the oldest checkpoint before it writes the new one.
     - `before_save_checkpoint` refuses a model with non-finite weights, and stores the
-      message hub so that the file loads with `weights_only=True`.
+      checkpoint as plain data (`peco_mm.checkpoint.plain`: the message hub's HistoryBuffers
+      as dicts), so that it loads with `torch.load(weights_only=True)` and every host's
+      loader; `after_load_checkpoint` turns them back into HistoryBuffers on resume.
+    - Each checkpoint records its run lineage (`meta.run_id`: made at the first start, carried
+      through every resume). Pruning deletes only files this process wrote, or whose own
+      `meta.run_id` (read through the gate) is the lineage's; never a folder, never a link;
+      each deletion is logged. A downloaded checkpoint resumed in a work dir of other runs
+      therefore deletes none of their files, whatever its kept list names.
 
     Remote `out_dir`s (a URI such as `s3://...`) and DeepSpeed's checkpoint folders are written
-    as mmengine writes them (no rename), and outdated ones removed after the new one.
+    as mmengine writes them (no rename); outdated remote files this process wrote are removed
+    after the new one, folders never (each left one is logged).
     """
 
     def __init__(self, *args, max_keep_ckpts: int = -1, **kwargs) -> None:
         super().__init__(*args, max_keep_ckpts=-1, **kwargs)
         self.keep = max_keep_ckpts
         self.kept: list[str] = []  # periodic checkpoints written, oldest first
+        self.written: set[str] = set()  # checkpoints this process wrote (final names)
+        self.run_id = ''  # the run lineage's identity (`lineage_id`)
+        self.log = print  # the runner's logger.info, from before_train
 
     def before_train(self, runner) -> None:
         super().before_train(runner)
@@ -63,6 +76,8 @@ class AtomicCheckpointHook(CheckpointHook):
         if renames and not self.filename_tmpl.endswith(PART_SUFFIX):
             self.filename_tmpl += PART_SUFFIX
         hub = runner.message_hub
+        self.log = runner.logger.info
+        self.run_id = lineage_id(hub)
         kept = hub.get_info('kept_checkpoints') or []
         if not kept and hub.get_info('keep_ckpt_ids'):  # written by mmengine's hook
             tmpl = self.filename_tmpl.removesuffix(PART_SUFFIX)
@@ -108,6 +123,11 @@ class AtomicCheckpointHook(CheckpointHook):
                 runner.logger.warning(f'resume: the checkpoint names {str(path)[:200]!r} as '
                                       'its best checkpoint, not one this run writes; it is '
                                       'left alone, never deleted')
+            elif self.file_backend.exists(own) and not self.of_this_lineage(own):
+                runner.logger.warning(f'resume: {own}, named as the best checkpoint, was '
+                                      'written by another run; it is left alone, never '
+                                      'deleted')
+                own = None
             if key == 'best_ckpt':
                 self.best_ckpt_path = own
             else:
@@ -120,16 +140,24 @@ class AtomicCheckpointHook(CheckpointHook):
         check_finite_weights(runner.model, osp.basename(last.removesuffix(PART_SUFFIX))
                              if last.endswith(PART_SUFFIX) else 'a checkpoint',
                              agree='FSDP' in type(getattr(runner, 'strategy', None)).__name__)
+        meta = checkpoint.setdefault('meta', {})
+        if isinstance(meta, dict) and self.run_id:
+            meta['run_id'] = self.run_id
         hub = checkpoint.get('message_hub')
-        if not isinstance(hub, dict):
-            return
-        weights_only_message_hub(hub)
-        info = hub.setdefault('runtime_info', {})
-        for key, value in list(info.items()):  # the names the files will have
-            if isinstance(value, str):
-                info[key] = value.removesuffix(PART_SUFFIX)
-        last = info.get('last_ckpt')
-        info['kept_checkpoints'] = self.kept_after(last) if isinstance(last, str) else self.kept
+        if isinstance(hub, dict):
+            info = hub.setdefault('runtime_info', {})
+            for key, value in list(info.items()):  # the names the files will have
+                if isinstance(value, str):
+                    info[key] = value.removesuffix(PART_SUFFIX)
+            last = info.get('last_ckpt')
+            info['kept_checkpoints'] = (self.kept_after(last) if isinstance(last, str)
+                                        else self.kept)
+        plain_checkpoint(checkpoint)
+
+    def after_load_checkpoint(self, runner, checkpoint: dict) -> None:
+        """The message hub's buffers, stored as plain data, become HistoryBuffers again before
+        the runner loads them (a resume then logs as an uninterrupted run)."""
+        history_buffers_restored(checkpoint.get('message_hub'))
 
     def after_train_iter(self, runner, batch_idx: int, data_batch=None, outputs=None) -> None:
         with self.no_part_left():
@@ -169,6 +197,7 @@ class AtomicCheckpointHook(CheckpointHook):
         if last is None or (not last.endswith(PART_SUFFIX) and last in self.kept[-1:]):
             return  # nothing new saved
         final = finish_part(last)
+        self.written.add(final)
         if last != final and dist.is_main_process():
             write_text_atomically(osp.join(runner.work_dir, 'last_checkpoint'), final)
         self.last_ckpt = final
@@ -198,21 +227,54 @@ class AtomicCheckpointHook(CheckpointHook):
         return kept[-self.keep:] if self.keep > 0 else kept
 
     def prune(self, stale: list[str] | None = None) -> None:
-        """Delete `stale` (or, on resume, what exceeds `max_keep_ckpts`); main process only."""
+        """Delete `stale` (or, on resume, what exceeds `max_keep_ckpts`); main process only.
+        Only files this process wrote or of this run lineage (`of_this_lineage`) are deleted,
+        each with a log line; links, folders and other runs' files are left alone."""
         if stale is None:
             stale = self.kept[:-self.keep] if self.keep > 0 else []
             self.kept = self.kept[len(stale):]
         if not dist.is_main_process():
             return
+        why = f'beyond max_keep_ckpts={self.keep}'
         for path in stale:
-            if osp.islink(path):  # a link: not a file this run wrote
-                continue
-            if self.file_backend.isfile(path):
+            if osp.islink(path) or not self.file_backend.exists(path):
+                continue  # a link: not a file this run wrote
+            if self.file_backend.isdir(path):  # e.g. DeepSpeed's: never removed recursively
+                self.log(f'checkpoint {path} ({why}) left alone: a folder, and folders are '
+                         'never deleted; remove it yourself when it is no longer needed')
+            elif path in self.written or self.of_this_lineage(path):
                 self.file_backend.remove(path)
-            elif self.file_backend.isdir(path):  # DeepSpeed saves folders
-                self.file_backend.rmtree(path)
+                self.log(f'removed checkpoint {path} ({why})')
+            else:
+                self.log(f'checkpoint {path} ({why}) left alone: it was not written by this '
+                         f'run (its meta.run_id is not {self.run_id})')
+
+    def of_this_lineage(self, path: str) -> bool:
+        """Whether the checkpoint at `path` records this run lineage's `run_id`, read through
+        the gate (False for a file it cannot read, or one in a remote store)."""
+        if '://' in path or not self.run_id:
+            return False
+        try:
+            meta = read_checkpoint(path, mmap=True).get('meta')
+        except (ValueError, OSError, AttributeError):
+            return False
+        return isinstance(meta, dict) and meta.get('run_id') == self.run_id
 
 
+def lineage_id(hub) -> str:
+    """The run lineage's identity: the one a resumed checkpoint's message hub carries, else a
+    new random one (the same on every rank), kept in the hub so that checkpoints carry it."""
+    run_id = hub.get_info('run_id')
+    if not (isinstance(run_id, str) and RUN_ID.fullmatch(run_id)):
+        run_id = [uuid.uuid4().hex]
+        if dist.get_world_size() > 1:
+            dist.broadcast_object_list(run_id)
+        run_id = run_id[0]
+    hub.update_info('run_id', run_id)
+    return run_id
+
+
+RUN_ID = re.compile(r'[0-9a-f]{32}')
 # the best checkpoints mmengine's hook writes: best_<metric>_<epoch|iter>_<n>.pth
 BEST_NAME = re.compile(r'best_[\w.-]*_(epoch|iter)_\d+\.pth')
 

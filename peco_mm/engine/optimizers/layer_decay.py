@@ -115,3 +115,20 @@ class LayerDecayOptimWrapperConstructor(DefaultOptimWrapperConstructor):
             g.pop('depth')
             params.append(g)
         print_log('\n'.join(lines), logger='current')
+
+
+class BaseGroupLrFirst:
+    """Mixin for an optimizer wrapper: `get_lr()['lr']` starts with the lr of the first
+    parameter group at the base lr (`lr_scale` 1 in layer decay's groups: the head's), the
+    other groups following in their order. mmengine's RuntimeInfoHook logs `lr[0]` as the
+    run's `lr`: the config's lr as scheduled, not the lowest layer's (0.65^13 of it for
+    ViT-B). Groups without `lr_scale` keep their order."""
+
+    def get_lr(self) -> dict[str, list[float]]:
+        res = super().get_lr()
+        lrs = res.get('lr') or []
+        scales = [g.get('lr_scale', 1.0) for g in self.optimizer.param_groups]
+        base = next((i for i, s in enumerate(scales) if s == 1.0), 0)
+        if 0 < base < len(lrs):
+            res['lr'] = [lrs[base]] + lrs[:base] + lrs[base + 1:]
+        return res

@@ -16,6 +16,7 @@ from mmengine.optim import AmpOptimWrapper, OptimWrapper
 
 from ...registry import OPTIM_WRAPPERS
 from .autocast import AutocastOptimWrapper
+from .layer_decay import BaseGroupLrFirst
 
 PREFIX = 'NonFiniteGuard'
 
@@ -44,13 +45,14 @@ class NonFiniteGuard:
 
 
 def guarded(base: type) -> type:
-    """The registered `NonFiniteGuard<base>` subclass of an optimizer wrapper class."""
+    """The registered `NonFiniteGuard<base>` subclass of an optimizer wrapper class (which
+    also logs the base group's lr as `lr`: `BaseGroupLrFirst`)."""
     if issubclass(base, NonFiniteGuard):
         return base
     name = PREFIX + base.__name__
     cls = OPTIM_WRAPPERS.get(name)
     if cls is None:
-        cls = type(name, (NonFiniteGuard, base), dict(
+        cls = type(name, (NonFiniteGuard, BaseGroupLrFirst, base), dict(
             __module__=__name__, __doc__=f'`{base.__name__}` whose steps with a non-finite '
             'loss are skipped (see `NonFiniteGuard`).'))
         OPTIM_WRAPPERS.register_module(name=name, module=cls)

@@ -7,18 +7,18 @@ import json
 import os
 import os.path as osp
 
-from .preprocessing import _hw, data_config
+from .preprocessing import HF_PROCESSOR, _hw, data_config
 from .source import CITATION_BIBTEX, TITLES, Export, ExportSource, _pooling
 
 
 # ---- preprocessing ----------------------------------------------------------------------------
 def image_processor(src: ExportSource) -> dict:
     """preprocessor_config.json: resize the short side, centre-crop, scale to [0, 1] and
-    normalise, as mmpretrain's `ResizeEdge` + `CenterCrop` + data preprocessor do (transformers'
-    `BitImageProcessor` is the one that resizes by the short side)."""
+    normalise, as mmpretrain's `ResizeEdge` + `CenterCrop` + data preprocessor do (`HF_PROCESSOR`
+    of preprocessing.py: why that class)."""
     d = data_config(src)
-    return dict(image_processor_type='BitImageProcessor', do_resize=True,
-                size=dict(shortest_edge=d['resize']), resample=3,  # PIL bicubic
+    return dict(image_processor_type=HF_PROCESSOR, do_resize=True,
+                size=dict(shortest_edge=d['resize']), resample=d['resample'],
                 do_center_crop=True, crop_size=dict(height=d['crop'][0], width=d['crop'][1]),
                 do_rescale=True, rescale_factor=1 / 255, do_normalize=True,
                 image_mean=d['mean01'], image_std=d['std01'], do_convert_rgb=True)
@@ -73,7 +73,7 @@ def _card_model(src: ExportSource) -> list[str]:
     d = data_config(src)
     lines.append(f'- input normalisation: RGB in [0, 1], mean {d["mean01"]}, std {d["std01"]}; '
                  f'test resize (short side) {d["resize"]}, centre crop '
-                 f'{"x".join(map(str, d["crop"]))}')
+                 f'{"x".join(map(str, d["crop"]))}; PIL {d["interpolation"]} resampling')
     return lines
 
 
@@ -135,14 +135,26 @@ def _tokenizer_line(cfg: dict, model: dict, src: ExportSource) -> str:
 def _text(value, cell: bool = False) -> str:
     """A value from the run as Markdown text: on one line, HTML escaped (a class name or
     metric key is shown, never rendered as markup), `|` escaped in a table cell."""
-    text = html.escape(' '.join(str(value).split()), quote=False)
+    text = html.escape(' '.join(_leaf(value).split()), quote=False)
     return text.replace('|', '\\|') if cell else text
 
 
 def _code(value) -> str:
     """A value from the run as a code span (shown literally): on one line, without the
     backticks that would end the span."""
-    return '`' + ' '.join(str(value).replace('`', "'").split()) + '`'
+    return '`' + ' '.join(_leaf(value).replace('`', "'").split()) + '`'
+
+
+MAX_SHOWN = 500  # characters of one value from the run on the card
+
+
+def _leaf(value) -> str:
+    """The text of a plain leaf (a string, number, True / False / None), at most `MAX_SHOWN`
+    characters; anything else is shown as its type's name, never as `str()` of it."""
+    if type(value) in (str, int, float, bool, type(None)):
+        text = str(value)
+        return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + '...'
+    return f'<{type(value).__name__}>'
 
 
 def _dict(value) -> dict:
@@ -157,6 +169,10 @@ def write_export(exp: Export, dst: str, overwrite_readme: bool = False) -> list[
     by hand) is kept: the export is refused before anything is written, unless
     `overwrite_readme`."""
     from safetensors.torch import save_file
+    if osp.exists(dst) and not osp.isdir(dst):
+        raise ValueError(f'{dst} exists and is not a folder; the export writes a folder '
+                         '(model.safetensors, config.json, README.md, ...): give a new or an '
+                         'existing folder')
     readme = osp.join(dst, 'README.md')
     if 'README.md' in exp.files and osp.isfile(readme) and not overwrite_readme:
         with open(readme, encoding='utf-8', errors='replace') as f:
@@ -165,7 +181,11 @@ def write_export(exp: Export, dst: str, overwrite_readme: bool = False) -> list[
                                  'writes (edited by hand?); nothing was written: pass '
                                  '--overwrite-readme to replace it, or export into another '
                                  'folder')
-    os.makedirs(dst, exist_ok=True)
+    try:
+        os.makedirs(dst, exist_ok=True)
+    except OSError as err:  # a file on the way, no permission
+        raise ValueError(f'{dst}: cannot create the export folder ({err.strerror or err})'
+                         ) from None
     paths = [osp.join(dst, 'model.safetensors'), osp.join(dst, 'config.json')]
     save_file(exp.state_dict, paths[0], metadata={'format': 'pt'})
     if exp.target == 'hf':

@@ -77,14 +77,71 @@ def read_run(ckpt: dict, path: str | None = None) -> dict:
     text = meta.get('cfg')
     cfg = read_config_text(text, f'{path} meta.cfg') if isinstance(text, str) else {}
     train_cfg = cfg.get('train_cfg') if isinstance(cfg.get('train_cfg'), dict) else {}
-    run = dict(cfg=cfg, epoch=meta.get('epoch'), iter=meta.get('iter'),
+    run = dict(cfg=cfg, epoch=_stored_count(meta, 'epoch', path),
+               iter=_stored_count(meta, 'iter', path),
                max_epochs=train_cfg.get('max_epochs'), max_iters=train_cfg.get('max_iters'),
-               experiment=meta.get('experiment_name'), source=path)
-    classes = (meta.get('dataset_meta') or {}).get('classes')
-    run['classes'] = [str(c) for c in classes] if isinstance(classes, (list, tuple)) else None
+               experiment=_stored_name(meta, path), source=path,
+               classes=_stored_classes(meta, path))
     run['metrics'] = _hub_metrics(ckpt.get('message_hub')) or \
         (_scalar_metrics(osp.dirname(osp.abspath(path))) if path else {})
     return run
+
+
+# what an export reads from a checkpoint's meta: plain leaves, bounded (never the text of an
+# arbitrary stored object: a structure shared many times could expand without end)
+MAX_CLASSES = 100_000
+MAX_NAME_CHARS = 256
+
+
+def _stored_classes(meta: dict, path: str | None) -> list[str] | None:
+    """`meta.dataset_meta.classes`: a flat list (or tuple) of at most `MAX_CLASSES` strings
+    of at most `MAX_NAME_CHARS` characters, or absent; anything else is refused."""
+    dataset_meta = meta.get('dataset_meta')
+    if dataset_meta is None:
+        return None
+    if not isinstance(dataset_meta, dict):
+        raise ValueError(f'{path} meta.dataset_meta: a {type(dataset_meta).__name__}, '
+                         'expected a dict; nothing was written')
+    classes = dataset_meta.get('classes')
+    if classes is None:
+        return None
+    found = None
+    if type(classes) not in (list, tuple):
+        found = f'a {type(classes).__name__}'
+    elif len(classes) > MAX_CLASSES:
+        found = f'{len(classes)} names'
+    else:
+        bad = next((i for i, c in enumerate(classes)
+                    if type(c) is not str or len(c) > MAX_NAME_CHARS), None)
+        if bad is not None:
+            c = classes[bad]
+            found = (f'item {bad} is a {type(c).__name__}' if type(c) is not str
+                     else f'item {bad} has {len(c)} characters')
+    if found:
+        raise ValueError(f'{path} meta.dataset_meta.classes: expected a flat list of at most '
+                         f'{MAX_CLASSES} class names, each a string of at most '
+                         f'{MAX_NAME_CHARS} characters; found {found}; nothing was written')
+    return list(classes)
+
+
+def _stored_name(meta: dict, path: str | None) -> str | None:
+    """`meta.experiment_name`: a string of at most `MAX_NAME_CHARS` characters, or absent."""
+    name = meta.get('experiment_name')
+    if name is not None and not (type(name) is str and len(name) <= MAX_NAME_CHARS):
+        found = (f'{len(name)} characters' if type(name) is str
+                 else f'a {type(name).__name__}')
+        raise ValueError(f'{path} meta.experiment_name: expected a string of at most '
+                         f'{MAX_NAME_CHARS} characters; found {found}; nothing was written')
+    return name
+
+
+def _stored_count(meta: dict, key: str, path: str | None) -> int | None:
+    """`meta.epoch` / `meta.iter`: an integer, or absent."""
+    value = meta.get(key)
+    if value is not None and type(value) is not int:
+        raise ValueError(f'{path} meta.{key}: expected an integer; found a '
+                         f'{type(value).__name__}; nothing was written')
+    return value
 
 
 _TRAIN_KEYS = re.compile(r'^(train/|.*(loss|lr|time|memory|grad_norm))|^(epoch|iter|step)$')
@@ -96,9 +153,11 @@ def _hub_metrics(hub) -> dict:
     out = {}
     for key, buf in (scalars or {}).items():
         if key.startswith(('val/', 'test/')) and not _TRAIN_KEYS.match(key.split('/', 1)[1]):
-            data = getattr(buf, 'data', None)
-            if data is not None and len(data[0]):
-                out[key.split('/', 1)[1]] = float(data[0][-1])
+            # a HistoryBuffer, or its plain form in the launcher's checkpoints
+            logs = (buf.get('log_history') if isinstance(buf, dict)
+                    else (getattr(buf, 'data', None) or (None,))[0])
+            if logs is not None and len(logs):
+                out[key.split('/', 1)[1]] = float(logs[-1])
     return out
 
 

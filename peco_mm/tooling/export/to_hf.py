@@ -8,7 +8,7 @@ import torch
 
 from ...checkpoint.keymaps import HF_BEIT_NAMES, hf_qkv_names, rename_by_table
 from .card import image_processor, model_card
-from .preprocessing import _hw
+from .preprocessing import HF_PROCESSOR_NOTE, _hw
 from .source import (Export, ExportSource, HF_CLASSES, _head_bias, _identity_norm, _pooling,
                      _split_qkv_bias)
 
@@ -21,7 +21,8 @@ def to_hf(src: ExportSource) -> Export:
     mean_pooling = hf_mean_pooling(src, sd, notes)
     out = hf_weights(src, sd, '' if hf_class == 'BeitModel' else 'beit.', notes)
     exp = Export('hf', {k: v.contiguous() for k, v in out.items()},
-                 hf_beit_config(src, hf_class, mean_pooling), notes=src.notes + notes)
+                 hf_beit_config(src, hf_class, mean_pooling),
+                 notes=src.notes + notes + [HF_PROCESSOR_NOTE])
     exp.files['preprocessor_config.json'] = json.dumps(image_processor(src), indent=2) + '\n'
     exp.load_call = f'transformers.{hf_class}.from_pretrained({{dst!r}})'
     exp.files['README.md'] = model_card(src, exp)

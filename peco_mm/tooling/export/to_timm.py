@@ -8,7 +8,7 @@ import re
 import torch
 
 from .card import model_card
-from .preprocessing import _hw, data_config
+from .preprocessing import _hw, data_config, timm_crop_pct
 from .source import (Export, ExportSource, _expand_shared_table, _head_bias, _identity_norm,
                      _pooling, _split_qkv_bias)
 
@@ -27,17 +27,22 @@ def to_timm(src: ExportSource, per_block_rel_pos: bool = False) -> Export:
     if eps != 1e-6:
         raise ValueError(f'norm_eps={eps}: timm builds its LayerNorms with eps 1e-6')
     name = 'vit_base_patch16_224' if use_vit else 'beit_base_patch16_224'
-    data, img = data_config(src), _hw(kw['img_size'])
+    data = data_config(src)
     pretrained_cfg = dict(
-        input_size=[3, *img], interpolation='bicubic', crop_pct=data['crop_pct'],
-        crop_mode='center', mean=data['mean01'], std=data['std01'], num_classes=args['num_classes'],
-        first_conv='patch_embed.proj', classifier='head', fixed_input_size=True,
-        license='apache-2.0')
+        input_size=[3, *data['crop']], interpolation=data['interpolation'],
+        crop_pct=data['crop_pct'], crop_mode='center', mean=data['mean01'], std=data['std01'],
+        num_classes=args['num_classes'], first_conv='patch_embed.proj', classifier='head',
+        fixed_input_size=True, license='apache-2.0')
     if src.run.get('classes') and src.kind == 'classifier':
         pretrained_cfg['label_names'] = src.run['classes']
     config = dict(architecture=name, num_classes=args['num_classes'],
                   num_features=arch['embed_dims'], global_pool=args['global_pool'],
                   model_args=args, pretrained_cfg=pretrained_cfg)
+    if timm_crop_pct(data['crop'], data['resize']) is None:
+        notes.append(f'timm cannot resize the short side to {data["resize"]} before a '
+                     f'{"x".join(map(str, data["crop"]))} crop (its eval transform scales each '
+                     'side by one crop_pct, then ResizeKeepRatio rounds): its pixels differ '
+                     "from the run's test pipeline")
     exp = Export('timm', {k: v.contiguous() for k, v in sd.items()}, config,
                  notes=src.notes + notes)
     exp.load_call = "timm.create_model('local-dir:{dst}', pretrained=True)"
