@@ -131,3 +131,16 @@ def image_folder(tmp_path):
     make_class_folder(tmp_path / 'data' / 'train')
     make_class_folder(tmp_path / 'data' / 'val', seed=1, per_class=4)
     return tmp_path / 'data'
+
+
+@pytest.fixture(autouse=True)
+def _default_scope_as_before():
+    """Each test leaves mmengine's default scope as it found it. A Runner or an
+    `init_default_scope` inside a test makes its scope the current one for every later test of
+    the same process, and a host registry then builds in that scope (`ResizeEdge is not in the
+    mmengine::transform registry`): which test ran before would decide whether one passes."""
+    from mmengine.registry import DefaultScope
+    before = list(DefaultScope._instance_dict.items())
+    yield
+    DefaultScope._instance_dict.clear()
+    DefaultScope._instance_dict.update(before)

