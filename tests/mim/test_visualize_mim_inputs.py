@@ -31,7 +31,9 @@ def dumped_run(images, tokenizer_ckpt, tmp_path_factory):
     assert cfg.train_dataloader.dataset.type == 'BadSampleGuard'
     cfg.dump(str(tmp / 'dumped.py'))
     torch.manual_seed(0)
-    model = MODELS.build(cfg.model)
+    from mmengine.registry import DefaultScope
+    with DefaultScope.overwrite_default_scope('mmpretrain'):  # the run's default scope
+        model = MODELS.build(cfg.model)
     torch.save({'state_dict': model.state_dict(), 'meta': {}}, tmp / 'iter_1.pth')
     return str(tmp / 'dumped.py'), str(tmp / 'iter_1.pth')
 

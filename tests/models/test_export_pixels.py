@@ -75,11 +75,14 @@ class RunPipeline:
 
     def __init__(self, cfg_text: str):
         from mmengine.config import Config
+        from mmengine.registry import DefaultScope
         from mmpretrain.registry import MODELS, TRANSFORMS
         cfg = Config.fromstring(cfg_text, '.py')
-        self.transforms = [TRANSFORMS.build(t) for t in cfg.test_dataloader.dataset.pipeline]
-        self.preprocessor = MODELS.build(dict(type='ClsDataPreprocessor',
-                                              **cfg.data_preprocessor))
+        with DefaultScope.overwrite_default_scope('mmpretrain'):  # the run's default scope
+            self.transforms = [TRANSFORMS.build(t)
+                               for t in cfg.test_dataloader.dataset.pipeline]
+            self.preprocessor = MODELS.build(dict(type='ClsDataPreprocessor',
+                                                  **cfg.data_preprocessor))
 
     def __call__(self, path: str) -> torch.Tensor:
         results = dict(img_path=path)
