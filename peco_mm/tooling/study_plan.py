@@ -83,12 +83,9 @@ def read_plan(path: str | Path) -> Plan:
 
 def plan_line(plan: Plan, root: str | Path = '.') -> str:
     """The report's line naming its plan (path relative to `root` where it lies below it)."""
-    path = Path(plan.path)
-    try:
-        path = path.resolve().relative_to(Path(root).resolve())
-    except ValueError:
-        pass
-    return f'Plan: `{path}`, sha256 {plan.sha256}.'
+    path, root = Path(plan.path).resolve(), Path(root).resolve()
+    shown = path.relative_to(root) if path.is_relative_to(root) else path
+    return f'Plan: `{shown}`, sha256 {plan.sha256}.'
 
 
 def plan_problems(text: str, plan: Plan) -> list[str]:

@@ -70,11 +70,11 @@ def summary_table(results: str | Path) -> str:
     """The primary endpoints of a committed run (its endpoints.json): each with its
     per-replicate differences, mean, 95 % interval, exact sign-flip P, verdict and the
     smallest difference the replicates detect at 80 % power."""
-    from peco_mm.tooling.paired_stats import detectable_difference, sign_flip_p
+    import statistics
+
+    from peco_mm.tooling.paired_stats import detectable_difference, sign_flip_p, verdict
     from peco_mm.tooling.study_report import (cell, comparison, interval_text, no_verdict,
                                               p_text)
-    from peco_mm.tooling.paired_stats import verdict
-    import statistics
     data = json.loads((Path(results) / 'endpoints.json').read_text())
     lines = ['| endpoint | row 1 minus row 2 | difference per replicate | 95 % CI | sign-flip P | '
              'verdict | detectable at 80 % power |', '|---|---|---|---|---|---|---|']
